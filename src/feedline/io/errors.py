@@ -1,0 +1,33 @@
+"""Errors of the remote-I/O layer.
+
+They separate what retrying can fix (:class:`TransientError`) from what it cannot (a missing
+object, a denied request, a range past the end), so callers never loop on a 404.
+"""
+
+from __future__ import annotations
+
+from feedline.errors import FeedlineError
+
+
+class StoreError(FeedlineError):
+    """A store could not serve a request; the message names the URL and, if any, the status."""
+
+
+class NotFoundError(StoreError):
+    """The object does not exist (HTTP 404, missing key or file)."""
+
+
+class AccessDeniedError(StoreError):
+    """The store refused the credentials (HTTP 401/403); the message names the store, never secrets."""
+
+
+class RangeError(StoreError):
+    """A byte range is outside the object (HTTP 416, or ``end`` past the object size)."""
+
+
+class TransientError(StoreError):
+    """A failure that a retry may fix: connection reset, timeout, 429 or 5xx."""
+
+
+class LockTimeout(FeedlineError):
+    """Another process held a lock for longer than the caller would wait."""

@@ -1,0 +1,184 @@
+"""Roots on fsspec filesystems: S3 (s3fs), memory, the Hugging Face Hub, and others.
+
+fsspec/s3fs do the protocol work (signing, credentials from the environment, async parallel
+reads); this module adds what feedline needs on top: rooting, fingerprints, a strict range
+contract, and errors sorted into not-found / denied / transient so the retry policy can act.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import IO, Any, TypeVar
+
+from feedline.io.errors import (
+    AccessDeniedError,
+    NotFoundError,
+    RangeError,
+    StoreError,
+    TransientError,
+)
+from feedline.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
+from feedline.io.store import ObjectInfo, Store, _check_range
+
+T = TypeVar("T")
+
+try:  # botocore is present whenever s3fs is; other protocols do not need it
+    from botocore.exceptions import BotoCoreError as _BotoCoreError
+except ImportError:  # pragma: no cover
+    _BotoCoreError = OSError  # type: ignore[misc,assignment]
+
+
+def _mtime(info: dict[str, Any]) -> float | None:
+    value = info.get("LastModified") or info.get("mtime") or info.get("created")
+    if value is None:
+        return None
+    with contextlib.suppress(AttributeError, TypeError, ValueError):
+        return float(value.timestamp()) if hasattr(value, "timestamp") else float(value)
+    return None
+
+
+class FsspecStore(Store):
+    """Objects below ``root`` (a protocol-less path such as ``bucket/prefix``) on ``fs``."""
+
+    def __init__(
+        self,
+        fs: Any,
+        root: str,
+        *,
+        protocol: str,
+        max_connections: int = 16,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
+        self.fs = fs
+        self.root = root.rstrip("/")
+        self.protocol = protocol
+        self.root_url = f"{protocol}://{self.root}"
+        self.max_connections = max_connections
+        self.retry = retry
+
+    def full_path(self, path: str) -> str:
+        clean = self.clean_path(path)
+        return f"{self.root}/{clean}" if clean else self.root
+
+    def _rel(self, full: str) -> str:
+        full = full.lstrip("/") if not self.root.startswith("/") else full
+        return full[len(self.root) :].lstrip("/")
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        def once() -> T:
+            try:
+                return fn()
+            except FileNotFoundError:
+                raise NotFoundError(f"{what}: no such object") from None
+            except PermissionError:
+                raise AccessDeniedError(
+                    f"{what}: access denied; check the credentials for {self.protocol}://"
+                ) from None
+            except (ConnectionError, TimeoutError, _BotoCoreError) as exc:
+                raise TransientError(f"{what}: {type(exc).__name__}") from None
+            except OSError as exc:
+                text = str(exc)
+                if "InvalidRange" in text or "416" in text:
+                    raise RangeError(f"{what}: requested range not satisfiable") from None
+                if any(code in text for code in ("500", "502", "503", "504", "SlowDown")):
+                    raise TransientError(f"{what}: {text[:160]}") from None
+                raise StoreError(f"{what}: {text[:200]}") from None
+
+        return call_with_retries(once, policy=self.retry, what=what)
+
+    def _info(self, rel: str, info: dict[str, Any]) -> ObjectInfo:
+        etag = info.get("ETag") or info.get("etag")
+        version = info.get("VersionId") or info.get("version_id")
+        fingerprint: str | None = None
+        if self.protocol == "s3" and etag:
+            fingerprint = f"s3:{etag}:{version or ''}"
+        elif self.protocol == "hf":
+            lfs = info.get("lfs") or {}
+            blob = (lfs.get("sha256") if isinstance(lfs, dict) else None) or info.get("blob_id")
+            if blob:
+                fingerprint = f"hf:{self.root}/{rel}:{blob}"
+        elif etag:
+            fingerprint = f"{self.protocol}:{etag}"
+        return ObjectInfo(
+            path=rel,
+            size=int(info.get("size") or 0),
+            etag=etag,
+            version_id=version,
+            fingerprint=fingerprint,
+            last_modified=_mtime(info),
+        )
+
+    def stat(self, path: str) -> ObjectInfo:
+        full = self.full_path(path)
+        info = self._call(self.url(path), lambda: self.fs.info(full))
+        if info.get("type") == "directory":
+            raise NotFoundError(f"{self.url(path)}: is a directory, not an object")
+        return self._info(self.clean_path(path), info)
+
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        full = self.full_path(prefix)
+
+        def find() -> dict[str, Any]:
+            with contextlib.suppress(AttributeError):
+                self.fs.invalidate_cache(full)  # a listing must be fresh to detect replacements
+            return self.fs.find(full, detail=True)
+
+        found = self._call(self.url(prefix), find)
+        out = [
+            self._info(self._rel(name), info)
+            for name, info in found.items()
+            if info.get("type", "file") != "directory"
+        ]
+        return sorted(out, key=lambda info: info.path)
+
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        where = self.url(path)
+        _check_range(where, start, end)
+        if end == start:
+            return b""
+        full = self.full_path(path)
+        data = self._call(where, lambda: self.fs.cat_file(full, start=start, end=end))
+        if len(data) != end - start:
+            raise RangeError(f"{where}: range [{start}, {end}) past the object's end")
+        return bytes(data)
+
+    def read_ranges(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        where = self.url(path)
+        for start, end in ranges:
+            _check_range(where, start, end)
+        if not hasattr(self.fs, "cat_ranges") or len(ranges) <= 1:
+            return super().read_ranges(path, ranges)
+        full = self.full_path(path)
+        wanted = [(s, e) for s, e in ranges if e > s]
+
+        def fetch() -> list[Any]:
+            kwargs = {"batch_size": self.max_connections} if getattr(self.fs, "async_impl", False) else {}
+            return self.fs.cat_ranges(
+                [full] * len(wanted), [s for s, _ in wanted], [e for _, e in wanted],
+                on_error="return", **kwargs,
+            )
+
+        results = iter(self._call(where, fetch)) if wanted else iter(())
+        out: list[bytes] = []
+        for start, end in ranges:
+            if end == start:
+                out.append(b"")
+                continue
+            data = next(results)
+            if isinstance(data, BaseException):
+                # Re-run this one range alone so it gets the same error mapping and retries.
+                data = self.read_range(path, start, end)
+            if len(data) != end - start:
+                raise RangeError(f"{where}: range [{start}, {end}) past the object's end")
+            out.append(bytes(data))
+        return out
+
+    def open(self, path: str) -> IO[bytes]:
+        full = self.full_path(path)
+        return self._call(self.url(path), lambda: self.fs.open(full, "rb"))
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """One PUT: object stores install a whole object or nothing."""
+        full = self.full_path(path)
+        self._call(self.url(path), lambda: self.fs.pipe_file(full, data))

@@ -1,0 +1,80 @@
+"""``open_store(url)``: pick the store for a URL, so callers never branch on the scheme."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from feedline.io.errors import StoreError
+from feedline.io.fsspec_store import FsspecStore
+from feedline.io.http import DEFAULT_MAX_CONNECTIONS, HttpRangeClient
+from feedline.io.http_store import HttpStore
+from feedline.io.store import LocalStore, Store
+
+#: Storage options feedline itself understands; everything else goes to the filesystem.
+HTTP_OPTIONS = ("max_connections", "subranges", "timeout_s", "headers")
+
+
+def _scheme(url: str) -> str:
+    if "://" not in url:
+        return "file"
+    return url.split("://", 1)[0].lower()
+
+
+def open_store(url: str, **storage_options: Any) -> Store:
+    """A :class:`Store` rooted at ``url``.
+
+    ``storage_options`` go to the backend (s3fs keys such as ``endpoint_url``, ``key``/``secret``,
+    ``anon``; huggingface_hub's ``token``); for HTTP they are ``max_connections``, ``subranges``,
+    ``timeout_s`` and ``headers``. Credentials are taken, never echoed.
+    """
+    scheme = _scheme(url)
+    if scheme == "file":
+        path = url[len("file://") :] if url.startswith("file://") else url
+        if storage_options:
+            raise StoreError(f"{url}: local folders take no storage options ({sorted(storage_options)})")
+        return LocalStore(path or ".")
+    if scheme in ("http", "https"):
+        unknown = set(storage_options) - set(HTTP_OPTIONS)
+        if unknown:
+            raise StoreError(f"{urlsplit(url).netloc}: unknown HTTP storage options {sorted(unknown)}")
+        client = HttpRangeClient(
+            max_connections=int(storage_options.get("max_connections") or DEFAULT_MAX_CONNECTIONS),
+            subranges=int(storage_options.get("subranges") or 1),
+            timeout_s=float(storage_options.get("timeout_s") or 30.0),
+            headers=storage_options.get("headers"),
+        )
+        return HttpStore(url, client)
+    max_connections = int(storage_options.pop("max_connections", 16))
+    root = url.split("://", 1)[1]
+    if scheme == "s3":
+        import s3fs
+
+        fs = s3fs.S3FileSystem(**storage_options)
+    elif scheme == "hf":
+        from huggingface_hub import HfFileSystem
+
+        fs = HfFileSystem(**storage_options)
+    else:
+        import fsspec
+
+        try:
+            fs = fsspec.filesystem(scheme, **storage_options)
+        except (ImportError, ValueError) as exc:
+            raise StoreError(f"{scheme}://: no filesystem for this scheme ({exc})") from None
+    if scheme == "memory":
+        root = "/" + root.lstrip("/")
+    return FsspecStore(fs, root, protocol=scheme, max_connections=max_connections)
+
+
+def open_object(url: str, **storage_options: Any) -> tuple[Store, str]:
+    """Split an object URL into (the store of its folder, the object's name)."""
+    if "://" in url:
+        scheme, rest = url.split("://", 1)
+        parent, _, name = rest.rstrip("/").rpartition("/")
+        if not parent or not name:
+            raise StoreError(f"{url}: not the URL of an object")
+        return open_store(f"{scheme}://{parent}", **storage_options), name
+    path = url[len("file://") :] if url.startswith("file://") else url
+    parent, _, name = path.rpartition("/")
+    return open_store(parent or ".", **storage_options), name

@@ -1,0 +1,231 @@
+"""Stores: one interface over local folders, HTTP, S3, memory and the Hugging Face Hub.
+
+Every part of feedline reads through a :class:`Store` rooted at a dataset or corpus root, with
+relative ``/``-separated paths. Rooting is what lets a LeRobot dataset or a corpus move between a
+laptop folder, nginx and a bucket without code changes, and what lets us refuse a path that
+escapes its root (a ``../`` in a path template) instead of reading whatever it points at.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from feedline.io.errors import AccessDeniedError, NotFoundError, RangeError, StoreError
+from feedline.io.locks import atomic_write
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What a store knows about one object.
+
+    ``fingerprint`` is a stable identity of the object's *content* (S3 ETag + version id, an HTTP
+    strong ETag, a Hub blob hash, a local inode + mtime + size), or ``None`` when the store has
+    none; caches keyed by it are invalidated when an object is replaced, even by one of equal size.
+    """
+
+    path: str
+    size: int
+    etag: str | None = None
+    version_id: str | None = None
+    fingerprint: str | None = None
+    last_modified: float | None = None
+
+
+def _check_range(where: str, start: int, end: int) -> None:
+    if start < 0 or end < start:
+        raise RangeError(f"{where}: invalid byte range [{start}, {end})")
+
+
+class Store(ABC):
+    """A read-mostly view of objects below one root URL."""
+
+    #: The root as given by the user, with credentials removed.
+    root_url: str
+    #: Most ranged reads in flight at once for :meth:`read_ranges`.
+    max_connections: int = 16
+
+    def clean_path(self, path: str) -> str:
+        """Normalise ``path`` and refuse one that leaves the root."""
+        if path in ("", "."):
+            return ""
+        if path.startswith("/") or "\\" in path or "\x00" in path:
+            raise StoreError(f"{self.root_url}: path {path!r} is not a relative path inside the root")
+        clean = posixpath.normpath(path)
+        if clean == ".." or clean.startswith("../"):
+            raise StoreError(f"{self.root_url}: path {path!r} escapes the store root")
+        return "" if clean == "." else clean
+
+    def url(self, path: str = "") -> str:
+        """The full URL of ``path`` (never with credentials)."""
+        path = self.clean_path(path)
+        return f"{self.root_url.rstrip('/')}/{path}" if path else self.root_url
+
+    @abstractmethod
+    def stat(self, path: str) -> ObjectInfo: ...
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        """Every object below ``prefix`` (recursive), sorted by path."""
+
+    @abstractmethod
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)``; ``end`` past the object's end is a :class:`RangeError`."""
+
+    @abstractmethod
+    def open(self, path: str) -> IO[bytes]:
+        """A seekable binary file object (pyarrow and PyAV read through it)."""
+
+    def read_ranges(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Many ranges of one object, at most :attr:`max_connections` in flight."""
+        if len(ranges) <= 1:
+            return [self.read_range(path, s, e) for s, e in ranges]
+        with ThreadPoolExecutor(max_workers=min(self.max_connections, len(ranges))) as pool:
+            return list(pool.map(lambda r: self.read_range(path, r[0], r[1]), ranges))
+
+    def read_bytes(self, path: str) -> bytes:
+        return self.read_range(path, 0, self.stat(path).size)
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.stat(path)
+        except NotFoundError:
+            return False
+        return True
+
+    def local_path(self, path: str) -> str | None:
+        """A filesystem path for ``path`` when the store is a local folder, else ``None``."""
+        return None
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        raise StoreError(f"{self.url(path)}: this store is read-only")
+
+    def close(self) -> None:
+        """Release pooled connections; the store must not be used afterwards."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.root_url!r})"
+
+
+class LocalStore(Store):
+    """A folder on this machine."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).expanduser().absolute()
+        self.root_url = str(self.root)
+
+    def _full(self, path: str) -> Path:
+        clean = self.clean_path(path)
+        return self.root / clean if clean else self.root
+
+    def url(self, path: str = "") -> str:
+        return str(self._full(path))
+
+    def local_path(self, path: str) -> str | None:
+        return str(self._full(path))
+
+    def _info(self, path: str, st: os.stat_result) -> ObjectInfo:
+        return ObjectInfo(
+            path=path,
+            size=st.st_size,
+            fingerprint=f"local:{st.st_ino}:{st.st_mtime_ns}:{st.st_size}",
+            last_modified=st.st_mtime,
+        )
+
+    def stat(self, path: str) -> ObjectInfo:
+        full = self._full(path)
+        try:
+            st = full.stat()
+        except FileNotFoundError:
+            raise NotFoundError(f"{full}: no such file") from None
+        except PermissionError:
+            raise AccessDeniedError(f"{full}: permission denied") from None
+        if not full.is_file():
+            raise NotFoundError(f"{full}: not a file")
+        return self._info(self.clean_path(path), st)
+
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        base = self._full(prefix)
+        if base.is_file():
+            return [self.stat(prefix)]
+        out = []
+        for dirpath, _dirs, files in os.walk(base):
+            for name in files:
+                full = Path(dirpath) / name
+                rel = full.relative_to(self.root).as_posix()
+                out.append(self._info(rel, full.stat()))
+        return sorted(out, key=lambda info: info.path)
+
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        full = self._full(path)
+        _check_range(str(full), start, end)
+        try:
+            with open(full, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if end > size:
+                    raise RangeError(f"{full}: range end {end} past file size {size}")
+                return os.pread(handle.fileno(), end - start, start) if end > start else b""
+        except FileNotFoundError:
+            raise NotFoundError(f"{full}: no such file") from None
+        except PermissionError:
+            raise AccessDeniedError(f"{full}: permission denied") from None
+
+    def read_bytes(self, path: str) -> bytes:
+        full = self._full(path)
+        try:
+            return full.read_bytes()
+        except FileNotFoundError:
+            raise NotFoundError(f"{full}: no such file") from None
+
+    def open(self, path: str) -> IO[bytes]:
+        full = self._full(path)
+        try:
+            return open(full, "rb")
+        except FileNotFoundError:
+            raise NotFoundError(f"{full}: no such file") from None
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        with atomic_write(self._full(path)) as handle:
+            handle.write(data)
+
+
+class RangedFile(io.RawIOBase):
+    """A seekable read-only file over ranged reads, for libraries that want a file object."""
+
+    def __init__(self, store: Store, path: str, size: int) -> None:
+        super().__init__()
+        self._store, self._path, self._size, self._pos = store, path, size, 0
+        self.name = store.url(path)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def size(self) -> int:
+        return self._size
+
+    def readinto(self, buffer: Any) -> int:
+        end = min(self._size, self._pos + len(buffer))
+        if end <= self._pos:
+            return 0
+        data = self._store.read_range(self._path, self._pos, end)
+        buffer[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
