@@ -1,0 +1,71 @@
+"""The ``feedline`` command: thin argument parsing, one function per command.
+
+Each part registers its own subcommands (``feedline.<part>.cli.register``); this module only
+builds the parser, sets up logging, and turns a :class:`FeedlineError` into one line on stderr and
+a non-zero exit code, so users see what to fix rather than a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from feedline import __version__
+from feedline.errors import FeedlineError
+
+#: Modules whose ``register(subparsers)`` adds commands, in ``--help`` order.
+COMMAND_MODULES = (
+    "feedline.io.cli",
+    "feedline.acquire.cli",
+    "feedline.curate.cli",
+    "feedline.episodes.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="feedline",
+        description="Carry training data from remote storage into a training loop, and curate it on the way.",
+    )
+    parser.add_argument("--version", action="version", version=f"feedline {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose + 1, 2)],
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except FeedlineError as exc:
+        print(f"feedline: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("feedline: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

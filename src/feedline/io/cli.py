@@ -1,0 +1,62 @@
+"""``feedline stat`` and ``feedline cat``: look at any object the I/O layer can reach."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import asdict
+
+import orjson
+
+from feedline.io.errors import StoreError
+from feedline.io.open import open_object
+
+CHUNK = 8 << 20
+
+
+def parse_inclusive_range(text: str) -> tuple[int, int | None]:
+    """``START-END`` inclusive as in HTTP and curl (``END`` optional) → half-open (start, end)."""
+    match = re.fullmatch(r"(\d+)-(\d*)", text.strip())
+    if not match:
+        raise StoreError(f"--range {text!r}: expected START-END (inclusive bytes, e.g. 0-1023)")
+    start = int(match.group(1))
+    if not match.group(2):
+        return start, None
+    last = int(match.group(2))
+    if last < start:
+        raise StoreError(f"--range {text!r}: END is before START")
+    return start, last + 1
+
+
+def cmd_stat(args: argparse.Namespace) -> int:
+    store, name = open_object(args.url)
+    info = store.stat(name)
+    out = asdict(info)
+    out["url"] = store.url(name)
+    sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
+    return 0
+
+
+def cmd_cat(args: argparse.Namespace) -> int:
+    store, name = open_object(args.url)
+    size = store.stat(name).size
+    start, end = (0, None) if args.range is None else parse_inclusive_range(args.range)
+    end = size if end is None else end
+    if end > size:
+        raise StoreError(f"{store.url(name)}: range end {end - 1} past the last byte {size - 1}")
+    out = sys.stdout.buffer
+    for offset in range(start, end, CHUNK):
+        out.write(store.read_range(name, offset, min(offset + CHUNK, end)))
+    out.flush()
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("stat", help="size, ETag and fingerprint of an object, as JSON")
+    p.add_argument("url", help="local path, file://, http(s)://, s3://, memory:// or hf:// URL")
+    p.set_defaults(func=cmd_stat)
+    p = subparsers.add_parser("cat", help="write an object's bytes (or a range) to stdout")
+    p.add_argument("url")
+    p.add_argument("--range", metavar="START-END", help="inclusive byte range, as in HTTP and curl")
+    p.set_defaults(func=cmd_cat)
