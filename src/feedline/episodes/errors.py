@@ -1,0 +1,68 @@
+"""Errors of the episode reader.
+
+One root per concern, all deriving from :class:`feedline.errors.FeedlineError` so the CLI prints
+them as one line. Scheduling problems (plan, pool, byte budget, resume) are ``StreamingError``s;
+each message names what is wrong and what to change.
+"""
+
+from __future__ import annotations
+
+from feedline.errors import FeedlineError
+
+__all__ = [
+    "EpisodeTooLargeError",
+    "PlanError",
+    "ResumeMismatchError",
+    "StreamingError",
+]
+
+
+class StreamingError(FeedlineError):
+    """A streaming-reader problem the user can fix by changing settings or data."""
+
+
+class PlanError(StreamingError):
+    """The shard plan cannot be built (e.g. more ranks than selected episodes)."""
+
+
+class EpisodeTooLargeError(StreamingError):
+    """One episode's payload can never fit the byte budget; raised before anything is fetched."""
+
+    def __init__(
+        self,
+        episode_index: int,
+        episode_bytes: int,
+        budget_bytes: int,
+        *,
+        rank_budget_bytes: int | None = None,
+        num_workers: int = 1,
+    ) -> None:
+        self.episode_index = episode_index
+        self.episode_bytes = episode_bytes
+        self.budget_bytes = budget_bytes
+        rank_budget = budget_bytes if rank_budget_bytes is None else rank_budget_bytes
+        workers = max(1, num_workers)
+        if workers > 1:
+            where = (
+                f"the byte budget of one DataLoader worker ({_gib(budget_bytes)}, 1/{workers} of "
+                f"the rank budget streaming_byte_budget_gb={_gib(rank_budget, unit=False)})"
+            )
+        else:
+            where = f"the rank byte budget streaming_byte_budget_gb={_gib(rank_budget, unit=False)}"
+        need_gb = episode_bytes * workers / 2**30
+        super().__init__(
+            f"episode {episode_index} needs {_gib(episode_bytes)} of MP4+Parquet payload, more than "
+            f"{where}; fixes: (1) raise streaming_byte_budget_gb to at least {need_gb:.2f}, "
+            f"(2) use a smaller pool (fewer num_workers / streaming_episode_pool_size) so each "
+            f"worker's share is larger, or (3) make the episode's payload smaller (split long "
+            f"episodes, fewer or smaller cameras, a lower bitrate)"
+        )
+
+
+class ResumeMismatchError(StreamingError):
+    """A checkpoint's data-order settings differ from the current run's."""
+
+
+def _gib(nbytes: int, *, unit: bool = True) -> str:
+    value = f"{nbytes / 2**30:.3f}"
+    return f"{value} GiB" if unit else value
