@@ -92,7 +92,9 @@ class FsspecStore(Store):
         version = info.get("VersionId") or info.get("version_id")
         fingerprint: str | None = None
         if self.protocol == "s3" and etag:
-            fingerprint = f"s3:{etag}:{version or ''}"
+            # ETag only: listings carry no version id, and stat and list must agree. A replaced
+            # object gets a new ETag (a content hash), even at the same size.
+            fingerprint = f"s3:{etag}"
         elif self.protocol == "hf":
             lfs = info.get("lfs") or {}
             blob = (lfs.get("sha256") if isinstance(lfs, dict) else None) or info.get("blob_id")

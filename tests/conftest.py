@@ -1,0 +1,36 @@
+"""Session-wide fixtures: real servers on 127.0.0.1 (see tests/servers.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.servers import FaultProxy, NginxServer, S3Server, run_fault_proxy, run_moto, run_nginx
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_feedline_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Caches of the suite never touch the user's real ~/.cache/feedline."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("FEEDLINE_HOME", str(tmp_path_factory.mktemp("feedline-home")))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="session")
+def nginx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NginxServer]:
+    with run_nginx(tmp_path_factory.mktemp("nginx")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    with run_moto() as server:
+        yield server
+
+
+@pytest.fixture
+def fault_proxy(nginx_server: NginxServer) -> Iterator[FaultProxy]:
+    with run_fault_proxy(nginx_server.url) as proxy:
+        yield proxy

@@ -1,0 +1,289 @@
+"""Real servers for the test suite: nginx, moto's S3 server, and a deliberately faulty proxy.
+
+They run on 127.0.0.1 at free ports and are always torn down. The fault proxy exists only for
+faults a real server will not produce on demand (a connection cut after N bytes, a 503, a stall);
+everything else is tested against nginx and moto themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ACCESS_LOG_FORMAT = "'\"$request\" $status $body_bytes_sent \"$http_range\"'"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout_s: float = 15.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode} before listening on {port}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {timeout_s} s")
+
+
+@dataclass
+class NginxServer:
+    root: Path
+    url: str
+    norange_url: str
+    noetag_url: str
+    access_log: Path
+    proc: subprocess.Popen
+
+    def log_lines(self) -> list[str]:
+        return self.access_log.read_text().splitlines() if self.access_log.exists() else []
+
+
+def _nginx_conf(work: Path, root: Path, port: int) -> str:
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    temps = "\n".join(
+        f"    {kind}_temp_path {work / kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    return f"""{user}daemon off;
+worker_processes 1;
+pid {work / 'nginx.pid'};
+error_log {work / 'error.log'} warn;
+events {{ worker_connections 512; }}
+http {{
+    log_format feedline {ACCESS_LOG_FORMAT};
+    access_log {work / 'access.log'} feedline;
+{temps}
+    default_type application/octet-stream;
+    sendfile on;
+    keepalive_requests 100000;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        location /norange/ {{ alias {root}/; max_ranges 0; }}
+        location /noetag/ {{ alias {root}/; etag off; }}
+    }}
+}}
+"""
+
+
+@contextlib.contextmanager
+def run_nginx(work: Path) -> Iterator[NginxServer]:
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(binary).exists():
+        raise RuntimeError("nginx is not installed; `make test` installs it (apt-get install nginx-light)")
+    root = work / "www"
+    root.mkdir(parents=True, exist_ok=True)
+    last_error: Exception | None = None
+    for _attempt in range(5):
+        port = free_port()
+        conf = work / "nginx.conf"
+        conf.write_text(_nginx_conf(work, root, port))
+        proc = subprocess.Popen(
+            [binary, "-c", str(conf), "-p", str(work), "-e", str(work / "error.log")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            wait_for_port(port, proc=proc)
+        except RuntimeError as exc:
+            last_error = exc
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
+            continue
+        base = f"http://127.0.0.1:{port}"
+        try:
+            yield NginxServer(root, base, f"{base}/norange", f"{base}/noetag", work / "access.log", proc)
+        finally:
+            proc.send_signal(signal.SIGQUIT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return
+    raise RuntimeError(f"nginx did not start: {last_error}")
+
+
+@dataclass
+class S3Server:
+    endpoint_url: str
+    bucket: str
+    storage_options: dict[str, Any]
+    env: dict[str, str]
+    server: Any
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1")
+
+
+S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@contextlib.contextmanager
+def run_moto(bucket: str = "feedline-test") -> Iterator[S3Server]:
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    wait_for_port(port)
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {**S3_ENV, "AWS_ENDPOINT_URL": endpoint, "FSSPEC_S3_ENDPOINT_URL": endpoint}
+    saved = {k: os.environ.get(k) for k in S3_ENV}
+    os.environ.update(S3_ENV)
+    try:
+        import boto3
+
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        s3.create_bucket(Bucket=bucket)
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        options = {"endpoint_url": endpoint, "key": "testing", "secret": "testing"}
+        yield S3Server(endpoint, bucket, options, env, server)
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@dataclass
+class Fault:
+    kind: str
+    count: int
+    code: int = 503
+    after_bytes: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class FaultProxy:
+    """A FAULT-INJECTING proxy (test-only) in front of a real upstream; see the module docstring."""
+
+    url: str
+    upstream_port: int
+    server: ThreadingHTTPServer
+    faults: list[Fault] = field(default_factory=list)
+    requests: list[tuple[str, str, str | None]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_fault(self, kind: str, *, count: int = 1, code: int = 503, after_bytes: int = 0, seconds: float = 0.0) -> None:
+        if kind not in ("status", "drop", "stall"):
+            raise ValueError(f"unknown fault kind {kind!r}")
+        with self.lock:
+            self.faults.append(Fault(kind, count, code, after_bytes, seconds))
+
+    def clear(self) -> None:
+        with self.lock:
+            self.faults.clear()
+            self.requests.clear()
+
+    def take_fault(self) -> Fault | None:
+        with self.lock:
+            if not self.faults:
+                return None
+            fault = self.faults[0]
+            fault.count -= 1
+            if fault.count <= 0:
+                self.faults.pop(0)
+            return fault
+
+
+def _proxy_handler(proxy_ref: list[FaultProxy]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+        def _forward(self, method: str) -> None:
+            proxy = proxy_ref[0]
+            with proxy.lock:
+                proxy.requests.append((method, self.path, self.headers.get("Range")))
+            fault = proxy.take_fault()
+            if fault is not None and fault.kind == "stall":
+                time.sleep(fault.seconds)
+            if fault is not None and fault.kind == "status":
+                body = f"injected {fault.code}\n".encode()
+                self.send_response(fault.code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if method != "HEAD":
+                    self.wfile.write(body)
+                return
+            conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+            conn.request(method, self.path, headers=headers)
+            resp = conn.getresponse()
+            body = resp.read()
+            conn.close()
+            self.send_response(resp.status, resp.reason)
+            for key, value in resp.getheaders():
+                if key.lower() not in ("connection", "transfer-encoding", "keep-alive", "server", "date"):
+                    self.send_header(key, value)
+            self.end_headers()
+            if method == "HEAD":
+                return
+            if fault is not None and fault.kind == "drop":
+                self.wfile.write(body[: fault.after_bytes])
+                self.wfile.flush()
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._forward("GET")
+
+        def do_HEAD(self) -> None:  # noqa: N802
+            self._forward("HEAD")
+
+    return Handler
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        return None  # clients hanging up on injected faults is the point, not news
+
+
+@contextlib.contextmanager
+def run_fault_proxy(upstream_url: str) -> Iterator[FaultProxy]:
+    upstream_port = int(upstream_url.rsplit(":", 1)[1].split("/")[0])
+    ref: list[FaultProxy] = []
+    server = _QuietServer(("127.0.0.1", 0), _proxy_handler(ref))
+    proxy = FaultProxy(f"http://127.0.0.1:{server.server_address[1]}", upstream_port, server)
+    ref.append(proxy)
+    thread = threading.Thread(target=server.serve_forever, name="fault-proxy", daemon=True)
+    thread.start()
+    try:
+        yield proxy
+    finally:
+        server.shutdown()
+        server.server_close()
