@@ -1,7 +1,8 @@
 """Errors of the episode reader.
 
 One root per concern, all deriving from :class:`feedline.errors.FeedlineError` so the CLI prints
-them as one line. Scheduling problems (plan, pool, byte budget, resume) are ``StreamingError``s;
+them as one line. MP4 index problems (an unreadable or unsupported video, a sidecar that cannot be
+built or found, a frame missing at a wanted time) are ``SidecarError``s. Scheduling problems (plan, pool, byte budget, resume) are ``StreamingError``s;
 each message names what is wrong and what to change.
 """
 
@@ -11,8 +12,11 @@ from feedline.errors import FeedlineError
 
 __all__ = [
     "EpisodeTooLargeError",
+    "FrameTimestampError",
+    "Mp4Error",
     "PlanError",
     "ResumeMismatchError",
+    "SidecarError",
     "StreamingError",
 ]
 
@@ -66,3 +70,15 @@ class ResumeMismatchError(StreamingError):
 def _gib(nbytes: int, *, unit: bool = True) -> str:
     value = f"{nbytes / 2**30:.3f}"
     return f"{value} GiB" if unit else value
+
+
+class SidecarError(FeedlineError):
+    """The MP4 sidecar index of a video cannot be built, loaded or used."""
+
+
+class Mp4Error(SidecarError):
+    """An MP4 file is malformed or uses something the index rejects (named in the message)."""
+
+
+class FrameTimestampError(SidecarError):
+    """No decoded frame lies within the tolerance of a wanted timestamp."""
