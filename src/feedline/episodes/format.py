@@ -1,0 +1,470 @@
+"""The LeRobot v3 on-disk format: ``meta/info.json``, episodes, tasks and stats from any store.
+
+Everything else in :mod:`feedline.episodes` starts from the :class:`EpisodeTable` built here: per
+episode its length, its data file and global row range, and per camera its video file and
+``from/to_timestamp``. Paths come from the ``data_path`` / ``video_path`` templates in
+``meta/info.json`` and are checked to stay inside the dataset root, because a template is input
+we did not write.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from feedline.errors import FeedlineError
+from feedline.io import NotFoundError, Store, StoreError
+
+CODEBASE_VERSION = "v3.0"  # what the synthetic writer records; readers accept any v3.x
+DEFAULT_CHUNK_SIZE = 1000  # files per chunk folder (lerobot datasets/utils.py)
+CHUNK_FILE_PATTERN = "chunk-{chunk_index:03d}/file-{file_index:03d}"
+DEFAULT_DATA_PATH = "data/" + CHUNK_FILE_PATTERN + ".parquet"
+DEFAULT_VIDEO_PATH = "videos/{video_key}/" + CHUNK_FILE_PATTERN + ".mp4"
+EPISODES_PATH = "meta/episodes/" + CHUNK_FILE_PATTERN + ".parquet"
+INFO_PATH = "meta/info.json"
+TASKS_PATH = "meta/tasks.parquet"
+STATS_PATH = "meta/stats.json"
+EPISODES_DIR = "meta/episodes"
+STATS_PREFIX = "stats/"
+
+
+class EpisodeDatasetError(FeedlineError):
+    """Base of the episode reader's user-facing errors."""
+
+
+class EpisodeFormatError(EpisodeDatasetError):
+    """A dataset's metadata is missing, of another version, or inconsistent; names the file."""
+
+
+@dataclass(frozen=True)
+class VideoSpan:
+    """One episode's stretch of one camera's MP4: video time = ``from_timestamp`` + row timestamp."""
+
+    path: str
+    from_timestamp: float
+    to_timestamp: float
+
+
+@dataclass(frozen=True)
+class Episode:
+    """Everything the readers need about one episode."""
+
+    episode_index: int
+    length: int
+    dataset_from_index: int
+    dataset_to_index: int  # exclusive
+    data_path: str
+    videos: dict[str, VideoSpan]
+    tasks: tuple[str, ...]
+
+
+@dataclass
+class EpisodeTable:
+    """Episodes in ``episode_index`` order, as columns (cheap to slice, pickle and search)."""
+
+    episode_index: np.ndarray
+    length: np.ndarray
+    dataset_from_index: np.ndarray
+    dataset_to_index: np.ndarray
+    data_path: list[str]
+    video_path: dict[str, list[str]]
+    from_timestamp: dict[str, np.ndarray]
+    to_timestamp: dict[str, np.ndarray]
+    tasks: list[tuple[str, ...]]
+    _position: dict[int, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._position = {int(e): i for i, e in enumerate(self.episode_index)}
+
+    def __len__(self) -> int:
+        return len(self.episode_index)
+
+    def __contains__(self, episode_index: object) -> bool:
+        return episode_index in self._position
+
+    def position(self, episode_index: int) -> int:
+        return self._position[int(episode_index)]
+
+    def __getitem__(self, episode_index: int) -> Episode:
+        i = self._position[int(episode_index)]
+        return Episode(
+            episode_index=int(self.episode_index[i]),
+            length=int(self.length[i]),
+            dataset_from_index=int(self.dataset_from_index[i]),
+            dataset_to_index=int(self.dataset_to_index[i]),
+            data_path=self.data_path[i],
+            videos={
+                key: VideoSpan(
+                    paths[i], float(self.from_timestamp[key][i]), float(self.to_timestamp[key][i])
+                )
+                for key, paths in self.video_path.items()
+            },
+            tasks=self.tasks[i],
+        )
+
+    def __iter__(self):
+        return (self[int(e)] for e in self.episode_index)
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.length.sum())
+
+    def select(self, episodes: Iterable[int] | None) -> EpisodeTable:
+        """The given episodes (sorted, deduplicated: storage order, like LeRobot); ``None`` = all."""
+        if episodes is None:
+            return self
+        wanted = sorted({int(e) for e in episodes})
+        missing = [e for e in wanted if e not in self._position]
+        if missing:
+            raise EpisodeFormatError(
+                f"episodes {missing[:5]} not in the dataset (it has {len(self)} episodes, "
+                f"indices {int(self.episode_index.min()) if len(self) else 0}..{int(self.episode_index.max()) if len(self) else -1})"
+            )
+        rows = np.array([self._position[e] for e in wanted], dtype=np.int64)
+        return EpisodeTable(
+            episode_index=self.episode_index[rows],
+            length=self.length[rows],
+            dataset_from_index=self.dataset_from_index[rows],
+            dataset_to_index=self.dataset_to_index[rows],
+            data_path=[self.data_path[r] for r in rows],
+            video_path={k: [v[r] for r in rows] for k, v in self.video_path.items()},
+            from_timestamp={k: v[rows] for k, v in self.from_timestamp.items()},
+            to_timestamp={k: v[rows] for k, v in self.to_timestamp.items()},
+            tasks=[self.tasks[r] for r in rows],
+        )
+
+    def data_files(self) -> list[str]:
+        return list(dict.fromkeys(self.data_path))
+
+    def video_files(self) -> list[str]:
+        return list(dict.fromkeys(p for paths in self.video_path.values() for p in paths))
+
+
+@dataclass
+class DatasetMeta:
+    """``meta/`` of one dataset, read through a store."""
+
+    store: Store
+    info: dict[str, Any]
+    episodes: EpisodeTable
+    tasks: list[str]  # by task_index
+    stats: dict[str, dict[str, np.ndarray]] | None
+    episodes_files: list[str]
+
+    @property
+    def codebase_version(self) -> str:
+        return str(self.info["codebase_version"])
+
+    @property
+    def fps(self) -> int:
+        return int(self.info["fps"])
+
+    @property
+    def features(self) -> dict[str, dict[str, Any]]:
+        return self.info["features"]
+
+    @property
+    def video_keys(self) -> list[str]:
+        return [k for k, ft in self.features.items() if ft.get("dtype") == "video"]
+
+    @property
+    def image_keys(self) -> list[str]:
+        return [k for k, ft in self.features.items() if ft.get("dtype") == "image"]
+
+    @property
+    def camera_keys(self) -> list[str]:
+        return [k for k, ft in self.features.items() if ft.get("dtype") in ("video", "image")]
+
+    @property
+    def total_episodes(self) -> int:
+        return int(self.info["total_episodes"])
+
+    @property
+    def total_frames(self) -> int:
+        return int(self.info["total_frames"])
+
+    def data_path(self, chunk_index: int, file_index: int) -> str:
+        return resolve_template(
+            self.info, "data_path", chunk_index=chunk_index, file_index=file_index
+        )
+
+    def video_path(self, video_key: str, chunk_index: int, file_index: int) -> str:
+        return resolve_template(
+            self.info,
+            "video_path",
+            video_key=video_key,
+            chunk_index=chunk_index,
+            file_index=file_index,
+        )
+
+    def episode_stats(self, episode_index: int) -> dict[str, dict[str, np.ndarray]]:
+        """The ``stats/<feature>/<stat>`` columns of one episode (read on demand; most users never do)."""
+        for path in self.episodes_files:
+            pf = pq.ParquetFile(self.store.open(path))
+            cols = [c for c in pf.schema_arrow.names if c.startswith(STATS_PREFIX)]
+            table = pf.read(columns=["episode_index", *cols])
+            hits = np.flatnonzero(table.column("episode_index").to_numpy() == episode_index)
+            if len(hits):
+                row = table.slice(int(hits[0]), 1).to_pylist()[0]
+                out: dict[str, dict[str, np.ndarray]] = {}
+                for col in cols:
+                    feature, stat = col[len(STATS_PREFIX) :].rsplit("/", 1)
+                    out.setdefault(feature, {})[stat] = np.asarray(row[col])
+                return out
+        raise EpisodeFormatError(
+            f"{self.store.url(EPISODES_DIR)}: no stats row for episode {episode_index}"
+        )
+
+
+def resolve_template(info: dict[str, Any], key: str, **values: Any) -> str:
+    """Fill a path template from ``meta/info.json``; refuse one that leaves the dataset root."""
+    template = info.get(key)
+    if not isinstance(template, str) or not template:
+        raise EpisodeFormatError(f"{INFO_PATH}: '{key}' is missing or not a string template")
+    try:
+        path = template.format(**values)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise EpisodeFormatError(
+            f"{INFO_PATH}: '{key}' template {template!r} cannot be filled ({exc})"
+        ) from None
+    clean = posixpath.normpath(path)
+    if (
+        path.startswith("/")
+        or "\\" in path
+        or "://" in path
+        or clean == ".."
+        or clean.startswith("../")
+        or clean in ("", ".")
+    ):
+        raise EpisodeFormatError(
+            f"{INFO_PATH}: '{key}' template {template!r} gives {path!r}, which escapes the dataset root"
+        )
+    return clean
+
+
+def read_info(store: Store) -> dict[str, Any]:
+    """``meta/info.json``, checked for a v3.x codebase version and the keys readers rely on."""
+    where = store.url(INFO_PATH)
+    try:
+        raw = store.read_bytes(INFO_PATH)
+    except NotFoundError:
+        raise EpisodeFormatError(
+            f"{where}: not found; is this the root of a LeRobot v3 dataset?"
+        ) from None
+    try:
+        info = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EpisodeFormatError(f"{where}: not valid JSON ({exc})") from None
+    if not isinstance(info, dict):
+        raise EpisodeFormatError(f"{where}: expected a JSON object")
+    version = info.get("codebase_version")
+    if not isinstance(version, str) or not (version == "v3" or version.startswith("v3.")):
+        raise EpisodeFormatError(
+            f"{where}: codebase_version {version!r} is not supported; feedline reads LeRobot v3.x datasets "
+            "(convert older ones with lerobot's convert_dataset_v21_to_v30)"
+        )
+    for key in ("fps", "features", "total_episodes", "total_frames", "data_path"):
+        if key not in info:
+            raise EpisodeFormatError(f"{where}: required key '{key}' is missing")
+    if not isinstance(info["features"], dict):
+        raise EpisodeFormatError(f"{where}: 'features' must be an object")
+    fps = info["fps"]
+    if isinstance(fps, bool) or not isinstance(fps, int | float) or fps <= 0 or int(fps) != fps:
+        raise EpisodeFormatError(f"{where}: fps {fps!r} must be a positive integer")
+    if any(ft.get("dtype") == "video" for ft in info["features"].values() if isinstance(ft, dict)):
+        resolve_template(info, "video_path", video_key="k", chunk_index=0, file_index=0)
+    resolve_template(info, "data_path", chunk_index=0, file_index=0)
+    return info
+
+
+def _read_parquet(store: Store, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+    try:
+        with store.open(path) as handle:
+            return pq.read_table(handle, columns=list(columns) if columns is not None else None)
+    except NotFoundError:
+        raise EpisodeFormatError(f"{store.url(path)}: not found") from None
+    except (pa.ArrowInvalid, pa.ArrowKeyError, OSError) as exc:
+        if isinstance(exc, StoreError):
+            raise
+        raise EpisodeFormatError(f"{store.url(path)}: unreadable Parquet ({exc})") from None
+
+
+def read_tasks(store: Store) -> list[str]:
+    """``meta/tasks.parquet`` as a list indexed by ``task_index``."""
+    table = _read_parquet(store, TASKS_PATH)
+    names = set(table.column_names)
+    task_col = (
+        "task" if "task" in names else "__index_level_0__" if "__index_level_0__" in names else None
+    )
+    if "task_index" not in names or task_col is None:
+        raise EpisodeFormatError(
+            f"{store.url(TASKS_PATH)}: needs columns 'task_index' and 'task', has {sorted(names)}"
+        )
+    indices = table.column("task_index").to_pylist()
+    tasks = table.column(task_col).to_pylist()
+    if sorted(indices) != list(range(len(indices))):
+        raise EpisodeFormatError(
+            f"{store.url(TASKS_PATH)}: task_index must be 0..{len(indices) - 1}"
+        )
+    out = [""] * len(indices)
+    for i, t in zip(indices, tasks, strict=True):
+        out[i] = str(t)
+    return out
+
+
+def read_stats(store: Store) -> dict[str, dict[str, np.ndarray]] | None:
+    """``meta/stats.json`` (optional in LeRobot; ``None`` when absent)."""
+    try:
+        raw = store.read_bytes(STATS_PATH)
+    except NotFoundError:
+        return None
+    try:
+        stats = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EpisodeFormatError(f"{store.url(STATS_PATH)}: not valid JSON ({exc})") from None
+    return {feat: {name: np.asarray(v) for name, v in per.items()} for feat, per in stats.items()}
+
+
+def episodes_files(store: Store, info: dict[str, Any]) -> list[str]:
+    """The ``meta/episodes`` Parquet files: listed where the store can list, else probed in order."""
+    try:
+        listed = [o.path for o in store.list(EPISODES_DIR + "/") if o.path.endswith(".parquet")]
+    except StoreError:
+        listed = None
+    if listed:
+        return listed
+    chunks_size = int(info.get("chunks_size") or DEFAULT_CHUNK_SIZE)
+    found: list[str] = []
+    rows = 0
+    chunk, file = 0, 0
+    while rows < int(info["total_episodes"]):
+        path = EPISODES_PATH.format(chunk_index=chunk, file_index=file)
+        try:
+            with store.open(path) as handle:
+                rows += pq.ParquetFile(handle).metadata.num_rows
+        except NotFoundError:
+            raise EpisodeFormatError(
+                f"{store.url(path)}: not found, but {INFO_PATH} promises {info['total_episodes']} episodes and "
+                f"only {rows} were found before it"
+            ) from None
+        found.append(path)
+        file += 1
+        if file == chunks_size:
+            chunk, file = chunk + 1, 0
+    return found
+
+
+def _video_keys(info: dict[str, Any]) -> list[str]:
+    return [
+        k
+        for k, ft in info["features"].items()
+        if isinstance(ft, dict) and ft.get("dtype") == "video"
+    ]
+
+
+def read_episode_table(store: Store, info: dict[str, Any], files: list[str]) -> EpisodeTable:
+    """All rows of ``meta/episodes`` (without the stats columns) as an :class:`EpisodeTable`."""
+    video_keys = _video_keys(info)
+    base = [
+        "episode_index",
+        "length",
+        "dataset_from_index",
+        "dataset_to_index",
+        "data/chunk_index",
+        "data/file_index",
+    ]
+    tables = []
+    for path in files:
+        with store.open(path) as handle:
+            names = pq.ParquetFile(handle).schema_arrow.names
+        wanted = [c for c in names if not c.startswith(STATS_PREFIX)]
+        missing = [c for c in base if c not in names]
+        for key in video_keys:
+            missing += [
+                c
+                for c in (
+                    f"videos/{key}/chunk_index",
+                    f"videos/{key}/file_index",
+                    f"videos/{key}/from_timestamp",
+                    f"videos/{key}/to_timestamp",
+                )
+                if c not in names
+            ]
+        if missing:
+            raise EpisodeFormatError(f"{store.url(path)}: missing column(s) {missing[:4]}")
+        tables.append(_read_parquet(store, path, columns=wanted))
+    if not tables:
+        raise EpisodeFormatError(f"{store.url(EPISODES_DIR)}: no episode metadata files")
+    table = pa.concat_tables(tables, promote_options="permissive")
+    table = table.sort_by("episode_index")
+
+    def ints(col: str) -> np.ndarray:
+        return np.asarray(table.column(col).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    episode_index = ints("episode_index")
+    length = ints("length")
+    from_index, to_index = ints("dataset_from_index"), ints("dataset_to_index")
+    where = store.url(EPISODES_DIR)
+    if len(np.unique(episode_index)) != len(episode_index):
+        raise EpisodeFormatError(f"{where}: episode_index values repeat")
+    bad = np.flatnonzero((to_index - from_index != length) | (length < 1))
+    if len(bad):
+        e = int(episode_index[bad[0]])
+        raise EpisodeFormatError(
+            f"{where}: episode {e} has length {int(length[bad[0]])} but rows "
+            f"[{int(from_index[bad[0]])}, {int(to_index[bad[0]])})"
+        )
+    if len(episode_index) != int(info["total_episodes"]):
+        raise EpisodeFormatError(
+            f"{where}: {len(episode_index)} episode rows but {INFO_PATH} says total_episodes={info['total_episodes']}"
+        )
+    data_chunk, data_file = ints("data/chunk_index"), ints("data/file_index")
+    data_path = [
+        resolve_template(info, "data_path", chunk_index=int(c), file_index=int(f))
+        for c, f in zip(data_chunk, data_file, strict=True)
+    ]
+    video_path, from_ts, to_ts = {}, {}, {}
+    for key in video_keys:
+        vc, vf = ints(f"videos/{key}/chunk_index"), ints(f"videos/{key}/file_index")
+        video_path[key] = [
+            resolve_template(
+                info, "video_path", video_key=key, chunk_index=int(c), file_index=int(f)
+            )
+            for c, f in zip(vc, vf, strict=True)
+        ]
+        from_ts[key] = np.asarray(
+            table.column(f"videos/{key}/from_timestamp").to_numpy(zero_copy_only=False), np.float64
+        )
+        to_ts[key] = np.asarray(
+            table.column(f"videos/{key}/to_timestamp").to_numpy(zero_copy_only=False), np.float64
+        )
+    tasks = (
+        [tuple(t or ()) for t in table.column("tasks").to_pylist()]
+        if "tasks" in table.column_names
+        else [()] * len(episode_index)
+    )
+    return EpisodeTable(
+        episode_index, length, from_index, to_index, data_path, video_path, from_ts, to_ts, tasks
+    )
+
+
+def load_meta(store: Store) -> DatasetMeta:
+    """Read a dataset's ``meta/`` through ``store`` (a few small reads; no payload is touched)."""
+    info = read_info(store)
+    files = episodes_files(store, info)
+    episodes = read_episode_table(store, info, files)
+    return DatasetMeta(
+        store=store,
+        info=info,
+        episodes=episodes,
+        tasks=read_tasks(store),
+        stats=read_stats(store),
+        episodes_files=files,
+    )

@@ -1,0 +1,145 @@
+"""Read one episode's rows from a data Parquet file, touching only the row groups that can hold it.
+
+LeRobot writes one row group per episode, so the footer's ``index`` / ``episode_index`` min/max
+statistics let a reader fetch just that episode's bytes from a remote file. A row group without
+statistics stays a candidate (correctness first); the rows read are then filtered to exactly the
+episode and checked to be its full, contiguous ``index`` range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from feedline.episodes.format import EpisodeFormatError
+from feedline.io import NotFoundError, Store
+
+
+@dataclass(frozen=True)
+class EpisodeRows:
+    """Which rows to read: ``index`` in ``[from_index, to_index)`` of ``episode_index``."""
+
+    episode_index: int
+    from_index: int
+    to_index: int
+
+
+def _min_max(rg: pq.RowGroupMetaData, column: int | None) -> tuple[int, int] | None:
+    if column is None:
+        return None
+    stats = rg.column(column).statistics
+    if stats is None or not stats.has_min_max:
+        return None
+    try:
+        return int(stats.min), int(stats.max)
+    except (TypeError, ValueError):
+        return None
+
+
+def candidate_row_groups(metadata: pq.FileMetaData, want: EpisodeRows) -> list[int]:
+    """Row groups whose statistics do not rule out the episode (no statistics → candidate)."""
+    names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+    index_col = names.index("index") if "index" in names else None
+    episode_col = names.index("episode_index") if "episode_index" in names else None
+    out = []
+    for g in range(metadata.num_row_groups):
+        rg = metadata.row_group(g)
+        if rg.num_rows == 0:
+            continue
+        index_range = _min_max(rg, index_col)
+        if index_range is not None and (
+            index_range[1] < want.from_index or index_range[0] >= want.to_index
+        ):
+            continue
+        episode_range = _min_max(rg, episode_col)
+        if episode_range is not None and not (
+            episode_range[0] <= want.episode_index <= episode_range[1]
+        ):
+            continue
+        out.append(g)
+    return out
+
+
+def _filter_episode(table: pa.Table, want: EpisodeRows, where: str) -> pa.Table:
+    mask = pc.and_(
+        pc.equal(table.column("episode_index"), want.episode_index),
+        pc.and_(
+            pc.greater_equal(table.column("index"), want.from_index),
+            pc.less(table.column("index"), want.to_index),
+        ),
+    )
+    rows = table.filter(mask).sort_by("index")
+    index = rows.column("index").to_numpy()
+    expected = np.arange(want.from_index, want.to_index)
+    if len(index) != len(expected) or not np.array_equal(index, expected):
+        raise EpisodeFormatError(
+            f"{where}: episode {want.episode_index} should hold rows with index {want.from_index}..{want.to_index - 1}, "
+            f"found {len(index)} matching rows"
+        )
+    return rows
+
+
+def read_episodes_rows(
+    store: Store,
+    data_path: str,
+    wanted: Sequence[EpisodeRows],
+    columns: Sequence[str] | None = None,
+) -> dict[int, pa.Table]:
+    """Each wanted episode's rows from one data file, in ``index`` order, opening the file once.
+
+    Only candidate row groups are read (pyarrow coalesces their column chunks into few range
+    reads); ``columns`` limits the columns read (``index`` and ``episode_index`` are always read).
+    """
+    where = store.url(data_path)
+    try:
+        handle = store.open(data_path)
+    except NotFoundError:
+        raise EpisodeFormatError(f"{where}: data file not found") from None
+    with handle:
+        try:
+            pf = pq.ParquetFile(handle, pre_buffer=True)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise EpisodeFormatError(f"{where}: unreadable Parquet ({exc})") from None
+        names = pf.schema_arrow.names
+        for required in ("index", "episode_index"):
+            if required not in names:
+                raise EpisodeFormatError(f"{where}: data file has no '{required}' column")
+        read_cols = None
+        if columns is not None:
+            missing = [c for c in columns if c not in names]
+            if missing:
+                raise EpisodeFormatError(f"{where}: data file has no column(s) {missing}")
+            read_cols = list(dict.fromkeys([*columns, "index", "episode_index"]))
+        groups_of = {w.episode_index: candidate_row_groups(pf.metadata, w) for w in wanted}
+        needed = sorted({g for groups in groups_of.values() for g in groups})
+        if not needed:
+            missing_eps = [w.episode_index for w in wanted]
+            raise EpisodeFormatError(f"{where}: no row group can hold episode(s) {missing_eps[:5]}")
+        combined = pf.read_row_groups(needed, columns=read_cols)
+        sizes = [pf.metadata.row_group(g).num_rows for g in needed]
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    slices = {g: combined.slice(int(starts[i]), sizes[i]) for i, g in enumerate(needed)}
+    out = {}
+    for w in wanted:
+        parts = [slices[g] for g in groups_of[w.episode_index]]
+        table = pa.concat_tables(parts) if parts else combined.slice(0, 0)
+        out[w.episode_index] = _filter_episode(table, w, where)
+    return out
+
+
+def read_episode_rows(
+    store: Store,
+    data_path: str,
+    episode_index: int,
+    from_index: int,
+    to_index: int,
+    columns: Sequence[str] | None = None,
+) -> pa.Table:
+    """One episode's rows (see :func:`read_episodes_rows`)."""
+    want = EpisodeRows(episode_index, from_index, to_index)
+    return read_episodes_rows(store, data_path, [want], columns)[episode_index]
