@@ -1,0 +1,45 @@
+"""The tagger contract: ``predict(doc) -> DocResult``; grouping and rounding live here once."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from feedline.curate.model import SCORE_PRECISION, DocResult, Document, Span
+
+
+class BaseTagger:
+    """Measures a document; never decides. Subclasses implement :meth:`predict`.
+
+    ``defaults`` lists signal types that always appear (as an empty list when no span has them),
+    so a mixer filter can rely on the key being present.
+    """
+
+    name: ClassVar[str] = ""
+    needs_metadata: ClassVar[bool] = False
+    defaults: ClassVar[tuple[str, ...]] = ()
+
+    def predict(self, doc: Document) -> DocResult:
+        raise NotImplementedError
+
+    def tag(self, doc: Document) -> dict[str, list[tuple[int, int, float]]]:
+        """The document's spans grouped by signal type, scores rounded to 5 decimals."""
+        grouped: dict[str, list[tuple[int, int, float]]] = {t: [] for t in self.defaults}
+        for span in self.predict(doc).spans:
+            value = (span.start, span.end, round(float(span.score), SCORE_PRECISION))
+            bucket = grouped.get(span.type)
+            if bucket is None:
+                grouped[span.type] = [value]
+            else:
+                bucket.append(value)
+        return grouped
+
+
+class BaseTaggerWithMetadata(BaseTagger):
+    """A tagger that reads ``doc.metadata``; its presence switches the runtime's decoder."""
+
+    needs_metadata: ClassVar[bool] = True
+
+
+def whole(doc: Document, signal: str, score: float) -> Span:
+    """A document-level span covering the whole text."""
+    return Span(0, len(doc.text), signal, score)
