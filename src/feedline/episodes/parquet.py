@@ -8,8 +8,10 @@ episode and checked to be its full, contiguous ``index`` range.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -84,6 +86,16 @@ def _filter_episode(table: pa.Table, want: EpisodeRows, where: str) -> pa.Table:
     return rows
 
 
+def _unbuffered(handle: Any) -> Any:
+    """The store's file object without its read-ahead buffer.
+
+    pyarrow already reads exactly the footer and the coalesced column chunks it needs; a
+    buffered wrapper would stretch each of those reads to its buffer size (e.g. 1 MiB over
+    HTTP), fetching neighbouring episodes the pruning just ruled out.
+    """
+    return handle.raw if isinstance(handle, io.BufferedReader) else handle
+
+
 def read_episodes_rows(
     store: Store,
     data_path: str,
@@ -102,7 +114,7 @@ def read_episodes_rows(
         raise EpisodeFormatError(f"{where}: data file not found") from None
     with handle:
         try:
-            pf = pq.ParquetFile(handle, pre_buffer=True)
+            pf = pq.ParquetFile(_unbuffered(handle), pre_buffer=True)
         except (pa.ArrowInvalid, OSError) as exc:
             raise EpisodeFormatError(f"{where}: unreadable Parquet ({exc})") from None
         names = pf.schema_arrow.names
