@@ -1,0 +1,119 @@
+"""The frame API the datasets call: every frame equals the whole-file PyAV decode, on every root."""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from feedline.episodes.errors import FrameTimestampError
+from feedline.episodes.frames import VideoFrameReader
+from feedline.io import Store, open_store
+from tests.episodes import mp4_factory as factory
+from tests.episodes.oracle import decode_all
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
+    root = tmp_path_factory.mktemp("frames")
+    return root, factory.build_corpus(root)
+
+
+@pytest.fixture(scope="module")
+def truth(corpus: tuple[Path, dict[str, Path]]) -> dict[str, list[tuple[float, np.ndarray]]]:
+    return {name: decode_all(path) for name, path in corpus[1].items()}
+
+
+def _store(kind: str, corpus: tuple[Path, dict[str, Path]], request: pytest.FixtureRequest) -> Store:
+    root, files = corpus
+    if kind == "local":
+        return open_store(str(root))
+    if kind == "nginx":
+        server = request.getfixturevalue("nginx_server")
+        target = Path(server.root) / "frames-corpus"
+        if not target.exists():
+            shutil.copytree(root, target)
+        return open_store(f"{server.url}/frames-corpus")
+    server = request.getfixturevalue("s3_server")
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**server.storage_options)
+    for rel, path in files.items():
+        fs.pipe(f"{server.bucket}/frames-corpus/{rel}", path.read_bytes())
+    return open_store(f"s3://{server.bucket}/frames-corpus", **server.storage_options)
+
+
+@pytest.mark.parametrize("kind", ["local", "nginx", "s3"])
+def test_every_frame_matches_whole_file_decode(
+    kind: str,
+    corpus: tuple[Path, dict[str, Path]],
+    truth: dict[str, list[tuple[float, np.ndarray]]],
+    request: pytest.FixtureRequest,
+) -> None:
+    store = _store(kind, corpus, request)
+    reader = VideoFrameReader(store, revision="test", video_paths=sorted(corpus[1]))
+    for name, frames in truth.items():
+        times = [t for t, _ in frames]
+        # one frame per call, cold decoder cache: each goes through its own mini-MP4
+        for t, img in frames:
+            reader.clear_cache()
+            got = reader.frames_at(name, [t])
+            assert got.shape == (1, *img.shape) and got.dtype == np.uint8
+            assert np.array_equal(got[0], img), (kind, name, t)
+        # all frames at once, reversed and repeated, slightly off the exact times
+        wanted = times[::-1] + times[:3]
+        jitter = np.array(wanted) + 4e-5
+        got = reader.frames_at(name, jitter.tolist())
+        expected = [img for t, img in frames[::-1]] + [img for t, img in frames[:3]]
+        assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True)), (kind, name)
+        # the predicted size is the exact length of what is fetched
+        for plan in reader.span_plans(name, times[1], times[-2]):
+            assert len(reader.fetch(name, plan).data) == plan.size
+        assert reader.span_bytes(name, times[1], times[-2]) == sum(
+            p.size for p in reader.span_plans(name, times[1], times[-2])
+        )
+
+
+def test_tolerance_error_names_file_wanted_and_nearest(corpus: tuple[Path, dict[str, Path]]) -> None:
+    reader = VideoFrameReader(open_store(str(corpus[0])))
+    with pytest.raises(FrameTimestampError) as info:
+        reader.frames_at("videos/av1_multi.mp4", [0.1, 0.35])
+    message = str(info.value)
+    assert "av1_multi.mp4" in message and "t=0.35" in message and "nearest frame is at 0.3" in message
+    with pytest.raises(FrameTimestampError, match="nearest frame is at 2.7"):
+        reader.frames_at("videos/av1_multi.mp4", [99.0])
+    got = reader.frames_at("videos/av1_multi.mp4", [0.35], tolerance_s=0.06)
+    assert got.shape[0] == 1
+
+
+def test_decoded_span_cache_serves_neighbours(corpus: tuple[Path, dict[str, Path]]) -> None:
+    store = open_store(str(corpus[0]))
+    reader = VideoFrameReader(store, decoder_cache_size=2)
+    calls = []
+    original = store.read_ranges
+
+    def counting(path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        calls.append(path)
+        return original(path, ranges)
+
+    store.read_ranges = counting  # type: ignore[method-assign]
+    name = "videos/h264_single_end.mp4"
+    reader.frames_at(name, [0.0])
+    for i in range(1, 30):
+        reader.frames_at(name, [i / 10])
+    assert len(calls) == 1  # one GOP, fetched and decoded once
+    reader.frames_at(name, [3.5])
+    assert len(calls) == 2
+
+
+def test_reader_pickles_for_dataloader_workers(
+    corpus: tuple[Path, dict[str, Path]], truth: dict[str, list[tuple[float, np.ndarray]]]
+) -> None:
+    reader = VideoFrameReader(open_store(str(corpus[0])), video_paths=["videos/av1_multi.mp4"])
+    reader.frames_at("videos/av1_multi.mp4", [0.0])
+    clone = pickle.loads(pickle.dumps(reader))
+    t, img = truth["videos/av1_multi.mp4"][5]
+    assert np.array_equal(clone.frames_at("videos/av1_multi.mp4", [t])[0], img)
