@@ -1,0 +1,152 @@
+"""``feedline download`` (and ``feedline dedup``, registered from the dedup module when present)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import sys
+from pathlib import Path
+
+from feedline.acquire.download import DEFAULT_CHECKPOINT_BYTES
+from feedline.acquire.errors import DownloadError
+
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def read_url_args(items: list[str]) -> list[str]:
+    """URLs from the command line; an argument without ``://`` is a list file (one URL a line)."""
+    urls: list[str] = []
+    for item in items:
+        if "://" in item:
+            urls.append(item)
+            continue
+        path = Path(item)
+        if not path.is_file():
+            raise DownloadError(f"{item}: neither a URL (scheme://...) nor a list file of URLs")
+        for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            if "://" not in line:
+                raise DownloadError(f"{item}: line {number}: {line!r} is not a URL (scheme://...)")
+            urls.append(line)
+    if not urls:
+        raise DownloadError("no URLs given (the list files are empty)")
+    return urls
+
+
+def read_expected_sha256(path: str) -> dict[str, str]:
+    """``sha256sum``-style lines (``<hex>  <url or file name>``) keyed by URL and file name."""
+    expected: dict[str, str] = {}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DownloadError(f"{path}: cannot read the expected hashes ({exc.strerror})") from None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(None, 1)
+        if len(parts) != 2 or not _HEX64.fullmatch(parts[0]):
+            raise DownloadError(
+                f"{path}: line {number}: expected '<sha256 hex>  <url or file name>'"
+            )
+        name = parts[1].lstrip("*")
+        expected[name] = parts[0].lower()
+        expected.setdefault(name.rstrip("/").rpartition("/")[2], parts[0].lower())
+    return expected
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    from feedline.acquire.runner import RunConfig, run
+
+    dedup = None
+    if args.dedup:
+        from feedline.acquire.dedup import DedupConfig
+
+        dedup = DedupConfig(
+            threshold=args.threshold,
+            num_perm=args.num_perm,
+            ngram=args.ngram,
+            bands=args.bands,
+            rows=args.rows,
+        )
+    elif args.bands is not None or args.rows is not None:
+        raise DownloadError("--bands/--rows only apply with --dedup")
+    if args.workers < 1:
+        raise DownloadError(f"--workers must be at least 1, got {args.workers}")
+    if args.checkpoint_mb <= 0:
+        raise DownloadError(f"--checkpoint-mb must be positive, got {args.checkpoint_mb}")
+    config = RunConfig(
+        urls=read_url_args(args.urls),
+        out_dir=Path(args.out),
+        manifest_path=Path(args.manifest) if args.manifest else None,
+        dedup=dedup,
+        workers=args.workers,
+        expected_sha256=read_expected_sha256(args.expected_sha256) if args.expected_sha256 else {},
+        skip_bad_lines=args.skip_bad_lines,
+        checkpoint_bytes=max(1 << 20, int(args.checkpoint_mb * (1 << 20))),
+    )
+    manifest = run(config)
+    print(manifest, file=sys.stdout)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "download",
+        help="download corpus shards with verified resume; count, dedup, write a manifest",
+        description=(
+            "Download shards (http(s)://, s3://, ...) into --out, resuming any earlier partial "
+            "download from its re-verified prefix. JSONL shards (.jsonl, .jsonl.gz, .jsonl.zst) are "
+            "counted, and with --dedup exact and near duplicates are removed (kept documents go to "
+            "<shard>.kept.jsonl.zst next to the manifest). The manifest is written last."
+        ),
+    )
+    parser.add_argument(
+        "urls",
+        nargs="+",
+        metavar="URL_OR_LISTFILE",
+        help="shard URL, or a file listing one URL per line",
+    )
+    parser.add_argument("--out", required=True, help="folder for the shards")
+    parser.add_argument("--manifest", help="manifest path (default: OUT/manifest.json)")
+    parser.add_argument(
+        "--workers", type=int, default=4, help="shards downloaded at once (default 4)"
+    )
+    parser.add_argument(
+        "--expected-sha256",
+        metavar="FILE",
+        help="sha256sum-style file: '<hex>  <url or file name>' per line",
+    )
+    parser.add_argument(
+        "--skip-bad-lines",
+        action="store_true",
+        help="skip and count malformed JSON lines instead of failing",
+    )
+    parser.add_argument(
+        "--checkpoint-mb",
+        type=float,
+        default=DEFAULT_CHECKPOINT_BYTES / (1 << 20),
+        help="fsync + checkpoint every this many MiB (default %(default)g)",
+    )
+    group = parser.add_argument_group("dedup")
+    group.add_argument("--dedup", action="store_true", help="drop exact and near duplicates")
+    group.add_argument(
+        "--threshold", type=float, default=0.8, help="Jaccard threshold (default 0.8)"
+    )
+    group.add_argument(
+        "--num-perm", type=int, default=128, help="MinHash permutations (default 128)"
+    )
+    group.add_argument("--ngram", type=int, default=5, help="word n-gram shingle size (default 5)")
+    group.add_argument("--bands", type=int, help="LSH bands (default: chosen from --threshold)")
+    group.add_argument("--rows", type=int, help="LSH rows per band (with --bands)")
+    parser.set_defaults(func=cmd_download)
+    try:
+        dedup_cli = importlib.import_module("feedline.acquire.dedup_cli")
+    except ModuleNotFoundError as exc:
+        if exc.name != "feedline.acquire.dedup_cli":
+            raise
+        return
+    dedup_cli.register_dedup(subparsers)

@@ -1,0 +1,369 @@
+"""``download_shard``: a resumable download that never trusts bytes it has not re-verified.
+
+curl ``-C -``, ``wget -c`` and aria2c resume from the size of the file on disk: a corrupted
+prefix or a replaced source gives a file of the right size with the wrong bytes, and exit 0.
+Here the data goes to ``<dest>.part``; ``<dest>.partial.json`` records how many of its bytes are
+fsynced and what they hash to. A new run re-hashes that prefix and resumes with ``Range`` +
+``If-Range`` only when it matches; every other case (no checkpoint, hash mismatch, a 200 to a
+ranged request, a changed validator, a 416 before the end) restarts from byte zero, never
+splicing old and new bytes. ``dest`` itself only ever appears complete and verified (feedline
+differs on purpose from "write into dest": a crashed run cannot leave a truncated shard under its
+final name for a downstream reader to pick up).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from feedline.acquire.checkpoint import Checkpoint, hash_prefix, remove_quietly
+from feedline.acquire.errors import DownloadError
+from feedline.acquire.sources import Body, RangeNotSatisfiable, Source, open_source
+from feedline.io import TransientError, process_lock
+from feedline.io.locks import fsync_dir
+from feedline.io.retry import DEFAULT_RETRY, RetryPolicy
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BUFFER_BYTES = 1 << 20  # one reused read buffer; 1 MiB reaches loopback line rate
+DEFAULT_CHECKPOINT_BYTES = 32 << 20  # fsync + checkpoint cadence: at most this much is re-fetched
+MAX_RESTARTS = 3  # a source that changes under us more often than this is not downloadable now
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """The outcome of one shard: where it is, what it hashes to, and how it got there."""
+
+    url: str
+    path: Path
+    sha256: str
+    size: int
+    reused_bytes: int  # verified bytes kept from an earlier run
+    fetched_bytes: int  # bytes received over the network by this call
+    restarts: int  # times this call started over from byte zero
+    etag: str | None
+    last_modified: str | None
+    seconds: float
+    already_complete: bool = False
+
+
+def checkpoint_path(dest: Path) -> Path:
+    return dest.with_name(dest.name + ".partial.json")
+
+
+def part_path(dest: Path) -> Path:
+    return dest.with_name(dest.name + ".part")
+
+
+def corrupt_path(dest: Path) -> Path:
+    return dest.with_name(dest.name + ".corrupt")
+
+
+def download_shard(
+    url: str,
+    dest: str | os.PathLike[str],
+    *,
+    expected_sha256: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
+    buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+    retry: RetryPolicy = DEFAULT_RETRY,
+    on_bytes: Callable[[int], None] | None = None,
+    lock_timeout_s: float = 0.0,
+    source: Source | None = None,
+) -> ShardResult:
+    """Download ``url`` to ``dest``, resuming a verified prefix left by an earlier run.
+
+    ``on_bytes(n)`` is called as bytes are written (for one progress bar across shards).
+    Transient failures (drops, 5xx, short bodies) are retried from the verified offset with
+    backoff; ``retry.attempts`` bounds consecutive failures without progress. Two processes
+    never write the same ``dest``: the second fails after ``lock_timeout_s``.
+    """
+    target = Path(dest)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if checkpoint_bytes < buffer_bytes:
+        raise ValueError("checkpoint_bytes must be at least buffer_bytes")
+    lock = target.with_name(f".{target.name}.lock")
+    with process_lock(lock, lock_timeout_s):
+        job = _Download(
+            source or open_source(url, storage_options),
+            target,
+            expected_sha256=expected_sha256.lower() if expected_sha256 else None,
+            checkpoint_bytes=checkpoint_bytes,
+            buffer=bytearray(buffer_bytes),
+            retry=retry,
+            on_bytes=on_bytes,
+        )
+        return job.run()
+
+
+class _Download:
+    def __init__(
+        self,
+        source: Source,
+        dest: Path,
+        *,
+        expected_sha256: str | None,
+        checkpoint_bytes: int,
+        buffer: bytearray,
+        retry: RetryPolicy,
+        on_bytes: Callable[[int], None] | None,
+    ) -> None:
+        self.source = source
+        self.dest = dest
+        self.part = part_path(dest)
+        self.ckpt_path = checkpoint_path(dest)
+        self.expected = expected_sha256
+        self.checkpoint_bytes = checkpoint_bytes
+        self.buffer = buffer
+        self.retry = retry
+        self.on_bytes = on_bytes
+        self.started = time.monotonic()
+        self.fetched = 0
+        self.restarts = 0
+        self.reused = 0
+        self.hasher: Any = hashlib.sha256()
+        self.rng = random.Random()
+
+    # -- entry -------------------------------------------------------------------------------
+    def run(self) -> ShardResult:
+        if self.dest.exists() and not self.part.exists():
+            remove_quietly(self.ckpt_path)  # a stale checkpoint of a run that finished
+            done = self._existing()
+            if done is not None:
+                return done
+        offset, self.hasher, ckpt = self._recover()
+        self.reused = offset
+        with open(self.part, "r+b" if self.part.exists() else "w+b") as handle:
+            handle.truncate(offset)
+            handle.seek(offset)
+            total = self._transfer(handle, offset, ckpt)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return self._finish(total, ckpt)
+
+    def _existing(self) -> ShardResult | None:
+        """A finished ``dest`` from an earlier run: keep it if it still matches the source."""
+        size = self.dest.stat().st_size
+        try:
+            body = self.source.open(0, None)
+        except (TransientError, DownloadError, RangeNotSatisfiable):
+            body = None
+        if body is not None:
+            body.close()
+            if body.total is not None and body.total != size:
+                log.info(
+                    "%s: source size changed (%s -> %s); downloading again",
+                    self.dest,
+                    size,
+                    body.total,
+                )
+                return None
+        hasher = hash_prefix(self.dest, size, self.buffer)
+        if hasher is None:
+            return None
+        digest = hasher.hexdigest()
+        if self.expected and digest != self.expected:
+            log.warning(
+                "%s: existing file does not match the expected sha256; downloading again", self.dest
+            )
+            return None
+        return ShardResult(
+            self.source.url,
+            self.dest,
+            digest,
+            size,
+            size,
+            0,
+            0,
+            body.etag if body else None,
+            body.last_modified if body else None,
+            time.monotonic() - self.started,
+            already_complete=True,
+        )
+
+    # -- resume ------------------------------------------------------------------------------
+    def _recover(self) -> tuple[int, Any, Checkpoint]:
+        """The verified offset, the sha256 state over it, and the checkpoint to keep updating."""
+        fresh = Checkpoint(
+            url=self.source.url,
+            expected_size=None,
+            verified_bytes=0,
+            sha256_prefix=hashlib.sha256().hexdigest(),
+        )
+        ckpt = Checkpoint.load(self.ckpt_path)
+        if ckpt is None:
+            if self.part.exists() and self.part.stat().st_size:
+                log.info("%s: partial file without checkpoint; starting from byte 0", self.part)
+            return 0, hashlib.sha256(), fresh
+        reason = ""
+        on_disk = self.part.stat().st_size if self.part.exists() else -1
+        if ckpt.url != self.source.url:
+            reason = f"checkpoint is for {ckpt.url}"
+        elif not ckpt.has_validator:
+            reason = "checkpoint has no ETag or Last-Modified to resume against"
+        elif on_disk < ckpt.verified_bytes:
+            reason = f"partial file holds {max(on_disk, 0)} bytes, checkpoint claims {ckpt.verified_bytes}"
+        elif ckpt.expected_size is not None and ckpt.verified_bytes > ckpt.expected_size:
+            reason = "checkpoint offset past the object size"
+        if not reason:
+            hasher = hash_prefix(self.part, ckpt.verified_bytes, self.buffer)
+            if hasher is None or hasher.hexdigest() != ckpt.sha256_prefix:
+                reason = (
+                    f"first {ckpt.verified_bytes} bytes on disk do not match the checkpoint hash"
+                )
+            else:
+                if on_disk > ckpt.verified_bytes:
+                    log.info(
+                        "%s: dropping %d unverified bytes past the checkpoint",
+                        self.part,
+                        on_disk - ckpt.verified_bytes,
+                    )
+                log.info("%s: resuming at verified byte %d", self.dest, ckpt.verified_bytes)
+                return ckpt.verified_bytes, hasher, ckpt
+        log.warning("%s: %s; starting from byte 0", self.dest, reason)
+        self.restarts += 1
+        return 0, hashlib.sha256(), fresh
+
+    # -- transfer ----------------------------------------------------------------------------
+    def _transfer(self, handle: Any, offset: int, ckpt: Checkpoint) -> int:
+        """Stream until the object is complete; returns its size. Retries from the verified offset."""
+        failures = 0
+        while True:
+            before = offset
+            try:
+                body = self.source.open(offset, ckpt)
+            except RangeNotSatisfiable as exc:
+                if offset > 0 and ckpt.expected_size == offset and exc.total in (None, offset):
+                    return offset  # killed after the last byte, before the rename
+                offset = self._restart(handle, ckpt, f"416 for bytes={offset}- (size {exc.total})")
+                continue
+            except TransientError as exc:
+                failures = self._failed(failures, exc, progressed=False)
+                continue
+            try:
+                if body.start != offset:
+                    offset = self._restart(handle, ckpt, body.why_restart or "source restarted")
+                self._adopt(ckpt, body)
+                offset = self._stream(handle, body, offset, ckpt)
+            except TransientError as exc:
+                self._save(handle, offset, ckpt)
+                failures = self._failed(failures, exc, progressed=offset > before)
+                continue
+            finally:
+                body.close()
+            if body.total is not None and offset < body.total:
+                self._save(handle, offset, ckpt)
+                exc = TransientError(f"short body: {offset} of {body.total} bytes")
+                failures = self._failed(failures, exc, progressed=offset > before)
+                continue
+            return offset
+
+    def _restart(self, handle: Any, ckpt: Checkpoint, why: str) -> int:
+        self.restarts += 1
+        if self.restarts > MAX_RESTARTS + 1:
+            raise DownloadError(
+                f"{self.source.url}: had to start over {self.restarts} times ({why}); "
+                "the source keeps changing, try again later"
+            )
+        log.warning("%s: %s; starting from byte 0", self.dest, why)
+        handle.seek(0)
+        handle.truncate(0)
+        ckpt.verified_bytes = 0
+        ckpt.sha256_prefix = hashlib.sha256().hexdigest()
+        remove_quietly(self.ckpt_path)
+        self.hasher = hashlib.sha256()
+        return 0
+
+    def _failed(self, failures: int, exc: Exception, *, progressed: bool) -> int:
+        """Back off after a transient failure; give up after too many without progress."""
+        failures = 1 if progressed else failures + 1
+        if failures >= self.retry.attempts:
+            raise DownloadError(
+                f"{self.source.url}: giving up after {failures} failed attempts ({exc}); "
+                f"rerun to resume from the verified offset"
+            ) from None
+        pause = self.retry.delay(failures - 1, self.rng)
+        log.info("%s: %s; retrying in %.2f s", self.source.url, exc, pause)
+        time.sleep(pause)
+        return failures
+
+    @staticmethod
+    def _adopt(ckpt: Checkpoint, body: Body) -> None:
+        ckpt.expected_size = body.total
+        ckpt.etag = body.etag
+        ckpt.last_modified = body.last_modified
+        ckpt.version_id = body.version_id
+
+    def _stream(self, handle: Any, body: Body, offset: int, ckpt: Checkpoint) -> int:
+        view = memoryview(self.buffer)
+        write, update, readinto = handle.write, self.hasher.update, body.readinto
+        next_checkpoint = offset + self.checkpoint_bytes
+        total = body.total
+        on_bytes = self.on_bytes
+        while True:
+            want = len(view) if total is None else min(len(view), total - offset)
+            if want <= 0:
+                break
+            got = readinto(view[:want])
+            if not got:
+                break
+            chunk = view[:got]
+            write(chunk)
+            update(chunk)
+            offset += got
+            self.fetched += got
+            if on_bytes is not None:
+                on_bytes(got)
+            if offset >= next_checkpoint:
+                self._save(handle, offset, ckpt)
+                next_checkpoint = offset + self.checkpoint_bytes
+        if total is not None and offset == total:
+            extra = readinto(view[:1]) if total > 0 else 0
+            if extra:
+                raise DownloadError(f"{self.source.url}: server sent more than its {total} bytes")
+        return offset
+
+    def _save(self, handle: Any, offset: int, ckpt: Checkpoint) -> None:
+        """Make ``offset`` bytes durable, *then* promise them in the checkpoint."""
+        if offset == 0 or not ckpt.has_validator:
+            return
+        handle.flush()
+        os.fsync(handle.fileno())
+        ckpt.verified_bytes = offset
+        ckpt.sha256_prefix = self.hasher.copy().hexdigest()
+        ckpt.save(self.ckpt_path)
+
+    # -- completion --------------------------------------------------------------------------
+    def _finish(self, total: int, ckpt: Checkpoint) -> ShardResult:
+        digest = self.hasher.hexdigest()
+        if self.expected and digest != self.expected:
+            bad = corrupt_path(self.dest)
+            os.replace(self.part, bad)
+            remove_quietly(self.ckpt_path)
+            raise DownloadError(
+                f"{self.source.url}: sha256 {digest} does not match the expected {self.expected}; "
+                f"bytes kept as {bad.name} for inspection, {self.dest.name} not written"
+            )
+        os.replace(self.part, self.dest)
+        fsync_dir(self.dest.parent)
+        remove_quietly(self.ckpt_path)
+        return ShardResult(
+            self.source.url,
+            self.dest,
+            digest,
+            total,
+            self.reused,
+            self.fetched,
+            self.restarts,
+            ckpt.etag,
+            ckpt.last_modified,
+            time.monotonic() - self.started,
+        )

@@ -1,0 +1,309 @@
+"""A download run: shards in parallel (bounded), then counting / dedup, then the manifest, last.
+
+Downloads are pure I/O, so a thread per shard (up to ``workers``) keeps the link busy; one
+progress bar over bytes shows all of them (periodic log lines instead when stderr is not a
+terminal, e.g. in a batch job). Counting documents is CPU-bound decoding, so it runs one
+process per shard. Dedup is one ordered pass (first occurrence wins, so verdicts depend only on
+the order of the URLs given, never on which download finished first).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import zstandard
+
+from feedline.acquire.download import DEFAULT_CHECKPOINT_BYTES, ShardResult, download_shard
+from feedline.acquire.errors import CorpusFormatError, DownloadError
+from feedline.acquire.jsonl import stream_jsonl
+from feedline.acquire.manifest import ShardEntry, VerdictWriter, emit_manifest, verdict_writer
+from feedline.io import atomic_write
+
+log = logging.getLogger(__name__)
+
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd", ".json.gz", ".json.zst")
+DEDUP_BATCH = 4096  # documents handed to the deduplicator at once (its vectorised step)
+LOG_EVERY_S = 10.0  # progress log cadence when not on a terminal
+KEPT_ZSTD_LEVEL = 3
+
+
+@dataclass
+class RunConfig:
+    """What ``feedline download`` was asked to do."""
+
+    urls: list[str]
+    out_dir: Path
+    manifest_path: Path | None = None
+    dedup: Any = None  # a feedline.acquire.dedup.DedupConfig, or None for no dedup
+    workers: int = 4
+    expected_sha256: dict[str, str] = field(default_factory=dict)  # url or file name -> hex
+    skip_bad_lines: bool = False
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES
+    progress: bool | None = None  # None: a bar when stderr is a terminal
+
+    @property
+    def manifest(self) -> Path:
+        return self.manifest_path or self.out_dir / "manifest.json"
+
+
+def shard_name(url: str) -> str:
+    """The local file name for a shard URL: its last path segment."""
+    path = urlsplit(url).path if "://" in url else url
+    name = unquote(path.rstrip("/").rpartition("/")[2])
+    if not name or name in (".", ".."):
+        raise DownloadError(
+            f"{url}: cannot name a local file after this URL; give a URL ending in a file name"
+        )
+    return name
+
+
+def is_jsonl(name: str) -> bool:
+    return name.lower().endswith(JSONL_SUFFIXES)
+
+
+def jsonl_stem(name: str) -> str:
+    lower = name.lower()
+    for suffix in sorted(JSONL_SUFFIXES, key=len, reverse=True):
+        if lower.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+class _Progress:
+    """One byte counter for all shards: a tqdm bar on a terminal, log lines otherwise."""
+
+    def __init__(self, enabled: bool | None, what: str, unit: str = "B") -> None:
+        self.tty = sys.stderr.isatty() if enabled is None else enabled
+        self.what = what
+        self.unit = unit
+        self.done = 0
+        self.started = time.monotonic()
+        self._last_log = self.started
+        self._lock = threading.Lock()
+        self._bar = None
+        if self.tty:
+            from tqdm import tqdm
+
+            scale = {"unit_scale": True, "unit_divisor": 1024} if unit == "B" else {}
+            self._bar = tqdm(total=None, unit=unit, desc=what, **scale)
+
+    def update(self, n: int) -> None:
+        with self._lock:
+            self.done += n
+            if self._bar is not None:
+                self._bar.update(n)
+                return
+            now = time.monotonic()
+            if now - self._last_log >= LOG_EVERY_S:
+                self._last_log = now
+                log.info("%s: %s so far, %s", self.what, self._amount(), self._rate(now))
+
+    def _amount(self) -> str:
+        return f"{self.done / 1e6:.1f} MB" if self.unit == "B" else f"{self.done} {self.unit}"
+
+    def _rate(self, now: float) -> str:
+        per_s = self.done / max(now - self.started, 1e-9)
+        return f"{per_s / 1e6:.1f} MB/s" if self.unit == "B" else f"{per_s:.0f} {self.unit}/s"
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        now = time.monotonic()
+        log.info(
+            "%s: %s in %.1f s (%s)", self.what, self._amount(), now - self.started, self._rate(now)
+        )
+
+
+def download_all(config: RunConfig) -> list[ShardResult]:
+    """Download every shard (at most ``workers`` at once); fail after all others have finished."""
+    names = [shard_name(url) for url in config.urls]
+    seen: dict[str, str] = {}
+    for url, name in zip(config.urls, names, strict=True):
+        if name in seen and seen[name] != url:
+            raise DownloadError(
+                f"{seen[name]} and {url} would both be saved as {name}; download them to different --out folders"
+            )
+        seen[name] = url
+    unique = list(dict.fromkeys(config.urls))
+    progress = _Progress(config.progress, "download")
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+
+    def one(url: str) -> ShardResult:
+        name = shard_name(url)
+        expected = config.expected_sha256.get(url) or config.expected_sha256.get(name)
+        return download_shard(
+            url,
+            config.out_dir / name,
+            expected_sha256=expected,
+            storage_options=config.storage_options,
+            checkpoint_bytes=config.checkpoint_bytes,
+            on_bytes=progress.update,
+        )
+
+    results: dict[str, ShardResult] = {}
+    failures: list[str] = []
+    try:
+        with ThreadPoolExecutor(
+            max_workers=max(1, config.workers), thread_name_prefix="feedline-dl"
+        ) as pool:
+            futures = {url: pool.submit(one, url) for url in unique}
+            for url, future in futures.items():
+                try:
+                    results[url] = future.result()
+                except DownloadError as exc:
+                    failures.append(str(exc))
+    finally:
+        progress.close()
+    if failures:
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        raise DownloadError(
+            f"{len(failures)} of {len(unique)} shards failed: {failures[0]}{more}; rerun to resume"
+        )
+    return [results[url] for url in unique]
+
+
+def count_documents(path: str, skip_bad_lines: bool) -> tuple[int, int]:
+    """(documents, bad lines) of one local shard; runs in a worker process."""
+    stream = stream_jsonl(path, skip_bad_lines=skip_bad_lines)
+    for _ in stream:
+        pass
+    return stream.documents, stream.bad_lines
+
+
+def _count_all(paths: list[str], config: RunConfig) -> list[tuple[int, int]]:
+    if len(paths) <= 1 or config.workers <= 1:
+        return [count_documents(p, config.skip_bad_lines) for p in paths]
+    workers = min(config.workers, len(paths))
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        return list(pool.map(count_documents, paths, [config.skip_bad_lines] * len(paths)))
+
+
+def _doc_id(doc: dict[str, Any], shard: str, line: int) -> str:
+    value = doc.get("id")
+    return str(value) if value is not None else f"{shard}:{line}"
+
+
+def _dedup_shard(
+    result: ShardResult,
+    entry: ShardEntry,
+    dedup: Any,
+    verdicts: VerdictWriter,
+    kept_dir: Path,
+    config: RunConfig,
+    tick: Callable[[int], None],
+) -> None:
+    """One ordered pass over a shard: verdicts out, kept documents to ``<stem>.kept.jsonl.zst``."""
+    import orjson
+
+    name = result.path.name
+    kept_path = kept_dir / f"{jsonl_stem(name)}.kept.jsonl.zst"
+    stream = stream_jsonl(result.path, skip_bad_lines=config.skip_bad_lines)
+    counts = {"kept": 0, "exact_dup": 0, "near_dup": 0}
+    with atomic_write(kept_path, "wb") as raw:
+        writer = zstandard.ZstdCompressor(level=KEPT_ZSTD_LEVEL).stream_writer(raw, closefd=False)
+        batch_docs: list[dict[str, Any]] = []
+        batch_ids: list[str] = []
+        batch_texts: list[str] = []
+
+        def flush() -> None:
+            for doc, doc_id, verdict in zip(
+                batch_docs, batch_ids, dedup.add_batch(batch_ids, batch_texts), strict=True
+            ):
+                counts[verdict.kind] += 1
+                verdicts.write(doc_id, name, str(verdict))
+                if verdict.kept:
+                    writer.write(orjson.dumps(doc) + b"\n")
+            tick(len(batch_docs))
+            batch_docs.clear()
+            batch_ids.clear()
+            batch_texts.clear()
+
+        for doc in stream:
+            text = doc.get("text")
+            if not isinstance(text, str):
+                raise CorpusFormatError(
+                    f'{result.path}: line {stream.lines}: document has no "text" string'
+                )
+            batch_docs.append(doc)
+            batch_ids.append(_doc_id(doc, name, stream.lines))
+            batch_texts.append(text)
+            if len(batch_docs) >= DEDUP_BATCH:
+                flush()
+        if batch_docs:
+            flush()
+        writer.flush(zstandard.FLUSH_FRAME)
+    entry.documents = stream.documents
+    entry.bad_lines = stream.bad_lines
+    entry.kept, entry.exact_dup, entry.near_dup = (
+        counts["kept"],
+        counts["exact_dup"],
+        counts["near_dup"],
+    )
+    entry.kept_path = str(kept_path)
+
+
+def run(config: RunConfig) -> Path:
+    """Download, count or dedup, and write the manifest last; returns the manifest's path."""
+    started = time.time()
+    results = download_all(config)
+    entries = [
+        ShardEntry(
+            url=r.url,
+            path=str(r.path),
+            sha256=r.sha256,
+            bytes=r.size,
+            etag=r.etag,
+            last_modified=r.last_modified,
+            reused_bytes=r.reused_bytes,
+            fetched_bytes=r.fetched_bytes,
+            restarts=r.restarts,
+        )
+        for r in results
+    ]
+    corpus = [(r, e) for r, e in zip(results, entries, strict=True) if is_jsonl(r.path.name)]
+    parameters: dict[str, Any] = {
+        "workers": config.workers,
+        "skip_bad_lines": config.skip_bad_lines,
+        "checkpoint_bytes": config.checkpoint_bytes,
+        "dedup": None,
+    }
+    verdicts: VerdictWriter | None = None
+    if config.dedup is not None and corpus:
+        from feedline.acquire.dedup import Deduplicator
+
+        parameters["dedup"] = config.dedup.to_dict()
+        kept_dir = config.manifest.absolute().parent
+        docs_progress = _Progress(config.progress, "dedup", unit="docs")
+        try:
+            with verdict_writer(kept_dir) as writer, Deduplicator(config.dedup) as dedup:
+                for result, entry in corpus:
+                    _dedup_shard(
+                        result, entry, dedup, writer, kept_dir, config, docs_progress.update
+                    )
+                parameters["dedup"]["index_bytes"] = dedup.index_nbytes
+            verdicts = writer
+        finally:
+            docs_progress.close()
+    elif corpus:
+        counted = _count_all([str(r.path) for r, _ in corpus], config)
+        for (_, entry), (documents, bad) in zip(corpus, counted, strict=True):
+            entry.documents, entry.bad_lines = documents, bad
+    return emit_manifest(
+        config.manifest, entries, parameters=parameters, verdicts=verdicts, started_at=started
+    )
+
+
+def run_urls(urls: Sequence[str], out_dir: str | Path, **options: Any) -> Path:
+    """Convenience wrapper: ``run(RunConfig(list(urls), Path(out_dir), **options))``."""
+    return run(RunConfig(list(urls), Path(out_dir), **options))
