@@ -199,7 +199,7 @@ def _dedup_shard(
     entry: ShardEntry,
     dedup: Any,
     verdicts: VerdictWriter,
-    kept_dir: Path,
+    kept_path: Path,
     config: RunConfig,
     tick: Callable[[int], None],
 ) -> None:
@@ -207,7 +207,6 @@ def _dedup_shard(
     import orjson
 
     name = result.path.name
-    kept_path = kept_dir / f"{jsonl_stem(name)}.kept.jsonl.zst"
     stream = stream_jsonl(result.path, skip_bad_lines=config.skip_bad_lines)
     counts = {"kept": 0, "exact_dup": 0, "near_dup": 0}
     with atomic_write(kept_path, "wb") as raw:
@@ -253,6 +252,15 @@ def _dedup_shard(
     entry.kept_path = str(kept_path)
 
 
+def kept_paths(corpus: list[tuple[ShardResult, ShardEntry]], folder: Path) -> list[Path]:
+    """``<stem>.kept.jsonl.zst`` per shard; the full name when two shards share a stem."""
+    stems = [jsonl_stem(r.path.name) for r, _ in corpus]
+    return [
+        folder / f"{stem if stems.count(stem) == 1 else r.path.name}.kept.jsonl.zst"
+        for stem, (r, _) in zip(stems, corpus, strict=True)
+    ]
+
+
 def run(config: RunConfig) -> Path:
     """Download, count or dedup, and write the manifest last; returns the manifest's path."""
     started = time.time()
@@ -287,10 +295,8 @@ def run(config: RunConfig) -> Path:
         docs_progress = _Progress(config.progress, "dedup", unit="docs")
         try:
             with verdict_writer(kept_dir) as writer, Deduplicator(config.dedup) as dedup:
-                for result, entry in corpus:
-                    _dedup_shard(
-                        result, entry, dedup, writer, kept_dir, config, docs_progress.update
-                    )
+                for (result, entry), kept_path in zip(corpus, kept_paths(corpus, kept_dir), strict=True):
+                    _dedup_shard(result, entry, dedup, writer, kept_path, config, docs_progress.update)
                 parameters["dedup"]["index_bytes"] = dedup.index_nbytes
             verdicts = writer
         finally:
