@@ -295,8 +295,12 @@ def run(config: RunConfig) -> Path:
         docs_progress = _Progress(config.progress, "dedup", unit="docs")
         try:
             with verdict_writer(kept_dir) as writer, Deduplicator(config.dedup) as dedup:
-                for (result, entry), kept_path in zip(corpus, kept_paths(corpus, kept_dir), strict=True):
-                    _dedup_shard(result, entry, dedup, writer, kept_path, config, docs_progress.update)
+                for (result, entry), kept_path in zip(
+                    corpus, kept_paths(corpus, kept_dir), strict=True
+                ):
+                    _dedup_shard(
+                        result, entry, dedup, writer, kept_path, config, docs_progress.update
+                    )
                 parameters["dedup"]["index_bytes"] = dedup.index_nbytes
             verdicts = writer
         finally:
