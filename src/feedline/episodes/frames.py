@@ -60,6 +60,11 @@ class VideoFrameReader:
         self.lock_timeout_s = lock_timeout_s
         self.decoder_cache_size = max(0, int(decoder_cache_size))
         self.sidecar_workers = sidecar_workers
+        from feedline.episodes.index import IndexProvider
+
+        self._provider = IndexProvider(
+            store, revision=revision, lock_timeout_s=lock_timeout_s, workers=sidecar_workers
+        )
         self._init_runtime()
         if self.video_paths:
             self._prepare(self.video_paths)
@@ -69,11 +74,10 @@ class VideoFrameReader:
         self._tables: dict[str, SampleTable] = {}
         self._decoded: OrderedDict[tuple[str, int, int], dict[int, av.VideoFrame]] = OrderedDict()
         self._lock = threading.RLock()
-        self._provider: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for key in ("_tables", "_decoded", "_lock", "_provider"):
+        for key in ("_tables", "_decoded", "_lock"):
             state.pop(key, None)
         return state
 
@@ -83,16 +87,7 @@ class VideoFrameReader:
 
     # -- index -------------------------------------------------------------------------------
     def _prepare(self, paths: list[str]) -> None:
-        from feedline.episodes.index import IndexProvider
-
         with self._lock:
-            if self._provider is None:
-                self._provider = IndexProvider(
-                    self.store,
-                    revision=self.revision,
-                    lock_timeout_s=self.lock_timeout_s,
-                    workers=self.sidecar_workers,
-                )
             missing = [p for p in paths if p not in self._tables]
             if missing:
                 self._tables.update(self._provider.tables(missing))

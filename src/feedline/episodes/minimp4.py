@@ -55,9 +55,8 @@ def nearest_samples(
     table: SampleTable, name: str, timestamps_s: Sequence[float], tolerance_s: float
 ) -> np.ndarray:
     """Decode-order sample index of the presented frame nearest each timestamp (within tolerance)."""
-    presented = np.flatnonzero(table.presented)
-    order = presented[np.argsort(table.pts[presented], kind="stable")]
-    times = table.pts[order]
+    order = table.display_order
+    times = table.display_pts
     wanted = np.asarray(timestamps_s, dtype=np.float64).reshape(-1)
     right = np.clip(np.searchsorted(times, wanted), 1, len(times) - 1) if len(times) > 1 else None
     if right is None:
@@ -80,16 +79,18 @@ def nearest_samples(
 
 def samples_between(table: SampleTable, t0: float, t1: float, tolerance_s: float = 1e-4) -> np.ndarray:
     """Decode-order indices of the presented frames with ``t0 <= pts <= t1`` (± tolerance)."""
-    mask = table.presented & (table.pts >= t0 - tolerance_s) & (table.pts <= t1 + tolerance_s)
-    return np.flatnonzero(mask)
+    times = table.display_pts
+    lo = int(np.searchsorted(times, t0 - tolerance_s, side="left"))
+    hi = int(np.searchsorted(times, t1 + tolerance_s, side="right"))
+    return np.sort(table.display_order[lo:hi])
 
 
 def frame_span(table: SampleTable, sample: int, name: str = "") -> tuple[int, int]:
     """``(first, last)`` decode-order samples needed to decode ``sample`` inside its GOP."""
     syncs = table.sync_index
-    cts = table.dts + table.ctts
+    target = table.cts(sample)
     pos = int(np.searchsorted(syncs, sample, side="right")) - 1
-    while pos >= 0 and cts[syncs[pos]] > cts[sample]:
+    while pos >= 0 and table.cts(int(syncs[pos])) > target:
         pos -= 1
     if pos < 0:
         raise Mp4Error(f"{name}: sample {sample} has no keyframe at or before it that precedes it on screen")

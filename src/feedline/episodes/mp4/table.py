@@ -92,6 +92,8 @@ class SampleTable:
     sync: np.ndarray
     presented: np.ndarray
     _sync_index: np.ndarray | None = field(default=None, repr=False)
+    _display: np.ndarray | None = field(default=None, repr=False)
+    _display_pts: np.ndarray | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.offset)
@@ -103,11 +105,33 @@ class SampleTable:
             self._sync_index = np.flatnonzero(self.sync)
         return self._sync_index
 
-    def durations(self) -> np.ndarray:
-        """Per-sample decode durations (``stts`` expanded)."""
-        out = np.empty(len(self), dtype=np.int64)
-        if len(self):
-            out[:-1] = np.diff(self.dts)
+    @property
+    def display_order(self) -> np.ndarray:
+        """Decode-order indices of the presented samples, sorted by presentation time."""
+        if self._display is None:
+            presented = np.flatnonzero(self.presented)
+            self._display = presented[np.argsort(self.pts[presented], kind="stable")]
+        return self._display
+
+    @property
+    def display_pts(self) -> np.ndarray:
+        """``pts`` of :attr:`display_order` (ascending float64 seconds)."""
+        if self._display_pts is None:
+            self._display_pts = np.asarray(self.pts[self.display_order], dtype=np.float64)
+        return self._display_pts
+
+    def cts(self, index: int) -> int:
+        """Composition time of one sample (``dts + ctts``) as a Python int."""
+        return int(self.dts[index]) + int(self.ctts[index])
+
+    def durations(self, first: int = 0, last: int | None = None) -> np.ndarray:
+        """int64 decode durations (``stts`` expanded) of samples ``first..last`` (inclusive)."""
+        last = len(self) - 1 if last is None else last
+        stop = min(last + 2, len(self))
+        dts = np.asarray(self.dts[first:stop], dtype=np.int64)
+        out = np.empty(last - first + 1, dtype=np.int64)
+        out[: len(dts) - 1] = np.diff(dts)
+        if stop == len(self):
             out[-1] = self.info.last_duration
         return out
 

@@ -83,16 +83,16 @@ def build_header(
     """
     info = table.info
     sel = slice(first, last + 1)
-    sizes = table.size[sel]
-    durations = table.durations()[sel]
-    ctts = table.ctts[sel]
-    cts = table.dts[sel] + ctts
+    sizes = np.asarray(table.size[sel], dtype=np.int64)
+    durations = table.durations(first, last)
+    ctts = np.asarray(table.ctts[sel], dtype=np.int64)
+    cts = np.asarray(table.dts[sel], dtype=np.int64) + ctts
     count = last - first + 1
 
     # Frames this span can decode: presented, and not before the span's first sample (open-GOP
     # leading pictures of the first keyframe reference the previous GOP).
     start_cts = int(cts[0])
-    keep = table.presented[sel] & (cts >= start_cts)
+    keep = np.asarray(table.presented[sel], dtype=bool) & (cts >= start_cts)
     if not keep.any():
         raise ValueError(f"samples {first}..{last} present no decodable frame")
     kept_cts = cts[keep]
@@ -100,7 +100,7 @@ def build_header(
     later = cts[cts > hi_cts]
     hi_end = int(later.min()) if len(later) else hi_cts + int(durations[np.flatnonzero(cts == hi_cts)[0]])
     hi_end = max(hi_end, hi_cts + 1)
-    pts_ticks = table.pts_ticks[sel][keep]
+    pts_ticks = np.asarray(table.pts_ticks[sel], dtype=np.int64)[keep]
     first_pts = int(pts_ticks.min())
     empty = max(first_pts, 0)
     offset = empty - first_pts
