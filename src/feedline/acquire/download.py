@@ -153,19 +153,17 @@ class _Download:
         """A finished ``dest`` from an earlier run: keep it if it still matches the source."""
         size = self.dest.stat().st_size
         try:
-            body = self.source.open(0, None)
-        except (TransientError, DownloadError, RangeNotSatisfiable):
-            body = None
-        if body is not None:
-            body.close()
-            if body.total is not None and body.total != size:
-                log.info(
-                    "%s: source size changed (%s -> %s); downloading again",
-                    self.dest,
-                    size,
-                    body.total,
-                )
-                return None
+            info = self.source.stat()
+        except TransientError:
+            info = None  # offline: judge the file on its own (and on the expected hash)
+        if info is not None and info.size != size:
+            log.info(
+                "%s: source size is now %d, file has %d; downloading again",
+                self.dest,
+                info.size,
+                size,
+            )
+            return None
         hasher = hash_prefix(self.dest, size, self.buffer)
         if hasher is None:
             return None
@@ -175,6 +173,7 @@ class _Download:
                 "%s: existing file does not match the expected sha256; downloading again", self.dest
             )
             return None
+        log.info("%s: already complete (%d bytes)", self.dest, size)
         return ShardResult(
             self.source.url,
             self.dest,
@@ -183,8 +182,8 @@ class _Download:
             size,
             0,
             0,
-            body.etag if body else None,
-            body.last_modified if body else None,
+            info.etag if info else None,
+            info.last_modified if info else None,
             time.monotonic() - self.started,
             already_complete=True,
         )
@@ -280,6 +279,7 @@ class _Download:
         ckpt.sha256_prefix = hashlib.sha256().hexdigest()
         remove_quietly(self.ckpt_path)
         self.hasher = hashlib.sha256()
+        self.reused = 0
         return 0
 
     def _failed(self, failures: int, exc: Exception, *, progressed: bool) -> int:

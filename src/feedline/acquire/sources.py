@@ -64,10 +64,19 @@ class Body:
         return self
 
 
+@dataclass(frozen=True)
+class SourceInfo:
+    size: int
+    etag: str | None
+    last_modified: str | None
+
+
 class Source(Protocol):
     url: str
 
     def open(self, offset: int, ckpt: Checkpoint | None) -> Body: ...
+
+    def stat(self) -> SourceInfo: ...
 
     def close(self) -> None: ...
 
@@ -97,6 +106,13 @@ class HttpSource:
         except BaseException:
             resp.close()
             raise
+
+    def stat(self) -> SourceInfo:
+        try:
+            head = self.client.head(self.full_url)
+        except (NotFoundError, AccessDeniedError) as exc:
+            raise DownloadError(str(exc)) from None
+        return SourceInfo(head.size, head.etag, head.last_modified)
 
     def _body(self, resp: Any, offset: int, ckpt: Checkpoint | None) -> Body:
         status = resp.status
@@ -189,6 +205,13 @@ class StoreSource:
         if isinstance(exc, StoreError):
             return DownloadError(str(exc))
         return TransientError(f"{self.url}: {type(exc).__name__}: {str(exc)[:200]}")
+
+    def stat(self) -> SourceInfo:
+        try:
+            info = self.store.stat(self.name)
+        except Exception as exc:  # noqa: BLE001 - sorted into not-found / denied / transient
+            raise self._errors(exc) from None
+        return SourceInfo(info.size, info.etag or info.fingerprint, None)
 
     def open(self, offset: int, ckpt: Checkpoint | None) -> Body:
         try:

@@ -1,0 +1,381 @@
+"""download_shard against real nginx, moto S3 and the fault proxy: every resume rule, byte-exact."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from feedline.acquire.checkpoint import Checkpoint
+from feedline.acquire.download import (
+    checkpoint_path,
+    corrupt_path,
+    download_shard,
+    part_path,
+)
+from feedline.acquire.errors import DownloadError
+from feedline.io import HttpRangeClient
+from feedline.io.http import redact
+from feedline.io.retry import RetryPolicy
+
+SIZE = 6 << 20
+MiB = 1 << 20
+FAST_RETRY = RetryPolicy(attempts=4, base_s=0.01, max_s=0.05)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def serve(nginx_server, name: str, size: int = SIZE, seed: int = 0) -> bytes:
+    data = os.urandom(size) if seed == 0 else hashlib.sha256(bytes([seed])).digest() * (size // 32)
+    (nginx_server.root / name).write_bytes(data)
+    return data
+
+
+def log_for(nginx_server, name: str) -> list[tuple[str, int, int, str]]:
+    """(request, status, body bytes, Range header) of every logged request for ``name``."""
+    out = []
+    for line in nginx_server.log_lines():
+        request, rest = line[1:].split('" ', 1)
+        status, sent, rng = rest.split(" ", 2)
+        if f"/{name} " in request or f"/{name}?" in request:
+            out.append((request, int(status), int(sent), rng.strip('"')))
+    return out
+
+
+def leave_partial(
+    url: str, dest: Path, data: bytes, verified: int, *, tail: bytes = b""
+) -> Checkpoint:
+    """The state a killed run leaves: ``verified`` fsynced bytes (+ an unverified tail) and a checkpoint."""
+    head = HttpRangeClient().head(url)
+    part_path(dest).write_bytes(data[:verified] + tail)
+    ckpt = Checkpoint(
+        url=redact(url),
+        expected_size=head.size,
+        verified_bytes=verified,
+        sha256_prefix=sha(data[:verified]),
+        etag=head.etag,
+        last_modified=head.last_modified,
+    )
+    ckpt.save(checkpoint_path(dest))
+    return ckpt
+
+
+def assert_done(dest: Path, data: bytes, result) -> None:
+    assert dest.read_bytes() == data
+    assert result.sha256 == sha(data)
+    assert result.size == len(data)
+    assert not checkpoint_path(dest).exists()
+    assert not part_path(dest).exists()
+
+
+def test_fresh_download_is_one_plain_get(nginx_server, tmp_path):
+    data = serve(nginx_server, "fresh.bin")
+    dest = tmp_path / "fresh.bin"
+    result = download_shard(f"{nginx_server.url}/fresh.bin", dest, checkpoint_bytes=MiB)
+    assert_done(dest, data, result)
+    assert (result.reused_bytes, result.fetched_bytes, result.restarts) == (0, SIZE, 0)
+    assert log_for(nginx_server, "fresh.bin") == [("GET /fresh.bin HTTP/1.1", 200, SIZE, "-")]
+
+
+def test_resume_fetches_only_the_remainder_with_if_range(nginx_server, tmp_path):
+    data = serve(nginx_server, "resume.bin")
+    url = f"{nginx_server.url}/resume.bin"
+    dest = tmp_path / "resume.bin"
+    verified = 2 * MiB + 12345
+    leave_partial(url, dest, data, verified)
+    result = download_shard(url, dest)
+    assert_done(dest, data, result)
+    assert (result.reused_bytes, result.fetched_bytes, result.restarts) == (
+        verified,
+        SIZE - verified,
+        0,
+    )
+    gets = [entry for entry in log_for(nginx_server, "resume.bin") if entry[0].startswith("GET")]
+    assert gets == [("GET /resume.bin HTTP/1.1", 206, SIZE - verified, f"bytes={verified}-")]
+
+
+def test_unverified_tail_longer_than_checkpoint_is_dropped(nginx_server, tmp_path):
+    data = serve(nginx_server, "tail.bin")
+    url = f"{nginx_server.url}/tail.bin"
+    dest = tmp_path / "tail.bin"
+    verified = 3 * MiB
+    leave_partial(url, dest, data, verified, tail=b"\x00" * 777_777)  # written, never checkpointed
+    result = download_shard(url, dest)
+    assert_done(dest, data, result)
+    assert result.reused_bytes == verified
+    assert log_for(nginx_server, "tail.bin")[-1] == (
+        "GET /tail.bin HTTP/1.1",
+        206,
+        SIZE - verified,
+        f"bytes={verified}-",
+    )
+
+
+def test_corrupted_prefix_restarts_from_zero(nginx_server, tmp_path):
+    data = serve(nginx_server, "corrupt.bin")
+    url = f"{nginx_server.url}/corrupt.bin"
+    dest = tmp_path / "corrupt.bin"
+    leave_partial(url, dest, data, 4 * MiB)
+    with open(part_path(dest), "r+b") as handle:  # one flipped byte inside the verified prefix
+        handle.seek(1_000_000)
+        byte = handle.read(1)
+        handle.seek(1_000_000)
+        handle.write(bytes([byte[0] ^ 0x01]))
+    result = download_shard(url, dest)
+    assert_done(dest, data, result)
+    assert (result.reused_bytes, result.restarts) == (0, 1)
+    assert log_for(nginx_server, "corrupt.bin")[-1] == ("GET /corrupt.bin HTTP/1.1", 200, SIZE, "-")
+
+
+@pytest.mark.parametrize("claimed", [5 * MiB, 1 * MiB, SIZE + 10])
+def test_tampered_checkpoint_offset_restarts_from_zero(nginx_server, tmp_path, claimed):
+    name = f"tamper{claimed}.bin"
+    data = serve(nginx_server, name)
+    url = f"{nginx_server.url}/{name}"
+    dest = tmp_path / name
+    leave_partial(url, dest, data, 3 * MiB)
+    raw = json.loads(checkpoint_path(dest).read_text())
+    raw["verified_bytes"] = claimed  # hash still of the first 3 MiB
+    checkpoint_path(dest).write_text(json.dumps(raw))
+    result = download_shard(url, dest)
+    assert_done(dest, data, result)
+    assert (result.reused_bytes, result.restarts) == (0, 1)
+    assert log_for(nginx_server, name)[-1] == (f"GET /{name} HTTP/1.1", 200, SIZE, "-")
+
+
+def test_replaced_source_new_etag_never_splices(nginx_server, tmp_path):
+    old = serve(nginx_server, "replaced.bin")
+    url = f"{nginx_server.url}/replaced.bin"
+    dest = tmp_path / "replaced.bin"
+    ckpt = leave_partial(url, dest, old, 2 * MiB)
+    new = os.urandom(SIZE)  # same size: only the validator tells them apart
+    (nginx_server.root / "replaced.bin").write_bytes(new)
+    later = time.time() + 5
+    os.utime(nginx_server.root / "replaced.bin", (later, later))
+    assert HttpRangeClient().head(url).etag != ckpt.etag
+    result = download_shard(url, dest)
+    assert_done(dest, new, result)
+    assert result.restarts == 1
+    # If-Range did its job: the ranged request was answered with the whole new object.
+    assert log_for(nginx_server, "replaced.bin")[-1] == (
+        "GET /replaced.bin HTTP/1.1",
+        200,
+        SIZE,
+        "bytes=2097152-",
+    )
+
+
+def test_server_ignoring_range_restarts_with_the_same_body(nginx_server, tmp_path):
+    data = serve(nginx_server, "norange.bin")
+    url = f"{nginx_server.norange_url}/norange.bin"
+    dest = tmp_path / "norange.bin"
+    leave_partial(url, dest, data, 2 * MiB)
+    result = download_shard(url, dest)
+    assert_done(dest, data, result)
+    assert (result.reused_bytes, result.fetched_bytes, result.restarts) == (0, SIZE, 1)
+    gets = [e for e in log_for(nginx_server, "norange.bin") if e[0].startswith("GET")]
+    assert gets == [("GET /norange/norange.bin HTTP/1.1", 200, SIZE, "bytes=2097152-")]
+
+
+def test_last_modified_validator_when_there_is_no_etag(nginx_server, tmp_path):
+    data = serve(nginx_server, "noetag.bin")
+    url = f"{nginx_server.noetag_url}/noetag.bin"
+    dest = tmp_path / "noetag.bin"
+    ckpt = leave_partial(url, dest, data, MiB)
+    assert ckpt.etag is None and ckpt.last_modified
+    result = download_shard(url, dest)
+    assert_done(dest, data, result)
+    assert result.reused_bytes == MiB
+    assert log_for(nginx_server, "noetag.bin")[-1][1:] == (206, SIZE - MiB, f"bytes={MiB}-")
+
+
+def test_complete_part_before_rename_gets_416_and_finishes(nginx_server, tmp_path):
+    data = serve(nginx_server, "whole.bin")
+    url = f"{nginx_server.url}/whole.bin"
+    dest = tmp_path / "whole.bin"
+    leave_partial(url, dest, data, SIZE)  # killed after the last byte, before the rename
+    result = download_shard(url, dest)
+    assert_done(dest, data, result)
+    assert (result.reused_bytes, result.fetched_bytes, result.restarts) == (SIZE, 0, 0)
+    last = log_for(nginx_server, "whole.bin")[-1]
+    assert (last[1], last[3]) == (416, f"bytes={SIZE}-")
+
+
+def test_416_for_an_offset_past_the_object_restarts(nginx_server, tmp_path):
+    data = serve(nginx_server, "shrunk.bin")
+    url = f"{nginx_server.url}/shrunk.bin"
+    dest = tmp_path / "shrunk.bin"
+    longer = data + b"x" * 5000  # a checkpoint that claims more than the object holds
+    leave_partial(url, dest, longer, len(longer))
+    raw = json.loads(checkpoint_path(dest).read_text())
+    raw["expected_size"] = len(longer)
+    checkpoint_path(dest).write_text(json.dumps(raw))
+    result = download_shard(url, dest)
+    assert_done(dest, data, result)
+    assert result.restarts == 1
+    assert [e[1] for e in log_for(nginx_server, "shrunk.bin") if e[0].startswith("GET")][-2:] == [
+        416,
+        200,
+    ]
+
+
+def test_drop_mid_body_retries_from_the_verified_offset(nginx_server, fault_proxy, tmp_path):
+    data = serve(nginx_server, "drop.bin")
+    fault_proxy.add_fault("drop", after_bytes=2_500_000, count=2)
+    dest = tmp_path / "drop.bin"
+    result = download_shard(
+        f"{fault_proxy.url}/drop.bin", dest, retry=FAST_RETRY, checkpoint_bytes=MiB
+    )
+    assert_done(dest, data, result)
+    assert result.restarts == 0 and result.fetched_bytes == SIZE
+    ranges = [rng for method, path, rng in fault_proxy.requests if method == "GET"]
+    assert ranges == [None, "bytes=2500000-", "bytes=5000000-"]
+
+
+def test_503_is_retried(nginx_server, fault_proxy, tmp_path):
+    data = serve(nginx_server, "busy.bin")
+    fault_proxy.add_fault("status", code=503, count=2)
+    dest = tmp_path / "busy.bin"
+    result = download_shard(f"{fault_proxy.url}/busy.bin", dest, retry=FAST_RETRY)
+    assert_done(dest, data, result)
+    assert len(fault_proxy.requests) == 3
+
+
+def test_persistent_drops_give_up_and_leave_a_resumable_checkpoint(
+    nginx_server, fault_proxy, tmp_path
+):
+    data = serve(nginx_server, "flaky.bin")
+    fault_proxy.add_fault("drop", after_bytes=0, count=100)
+    dest = tmp_path / "flaky.bin"
+    url = f"{fault_proxy.url}/flaky.bin"
+    with pytest.raises(DownloadError, match="rerun to resume"):
+        download_shard(url, dest, retry=RetryPolicy(attempts=3, base_s=0.01, max_s=0.02))
+    fault_proxy.clear()
+    fault_proxy.add_fault("drop", after_bytes=3_000_000)
+    with pytest.raises(DownloadError):
+        download_shard(url, dest, retry=RetryPolicy(attempts=1), checkpoint_bytes=MiB)
+    ckpt = Checkpoint.load(checkpoint_path(dest))
+    assert ckpt is not None and ckpt.verified_bytes == 3_000_000
+    fault_proxy.clear()
+    result = download_shard(url, dest)
+    assert_done(dest, data, result)
+    assert result.reused_bytes == 3_000_000
+    assert fault_proxy.requests[-1] == ("GET", "/flaky.bin", "bytes=3000000-")
+
+
+def test_missing_object_fails_at_once(nginx_server, tmp_path):
+    started = time.monotonic()
+    with pytest.raises(DownloadError, match="404"):
+        download_shard(f"{nginx_server.url}/missing.bin", tmp_path / "missing.bin")
+    assert time.monotonic() - started < 2
+
+
+def test_expected_sha256_mismatch_keeps_bytes_aside(nginx_server, tmp_path):
+    data = serve(nginx_server, "wrong.bin")
+    dest = tmp_path / "wrong.bin"
+    with pytest.raises(DownloadError, match="does not match the expected"):
+        download_shard(f"{nginx_server.url}/wrong.bin", dest, expected_sha256="ab" * 32)
+    assert not dest.exists() and not checkpoint_path(dest).exists() and not part_path(dest).exists()
+    assert corrupt_path(dest).read_bytes() == data
+
+
+def test_expected_sha256_match_and_completed_file_is_not_fetched_again(nginx_server, tmp_path):
+    data = serve(nginx_server, "again.bin")
+    url = f"{nginx_server.url}/again.bin"
+    dest = tmp_path / "again.bin"
+    first = download_shard(url, dest, expected_sha256=sha(data).upper())
+    assert_done(dest, data, first)
+    before = len(log_for(nginx_server, "again.bin"))
+    second = download_shard(url, dest, expected_sha256=sha(data))
+    assert second.already_complete and second.sha256 == sha(data) and second.fetched_bytes == 0
+    assert [e[0].split()[0] for e in log_for(nginx_server, "again.bin")[before:]] == ["HEAD"]
+
+
+def test_checkpoint_never_ahead_of_the_data(nginx_server, tmp_path):
+    """Every checkpoint written during a transfer describes bytes that are on disk."""
+    data = serve(nginx_server, "cadence.bin")
+    dest = tmp_path / "cadence.bin"
+    seen: list[tuple[int, bool]] = []
+
+    def on_bytes(_n: int) -> None:
+        ckpt = Checkpoint.load(checkpoint_path(dest))
+        if ckpt is not None:
+            prefix = part_path(dest).read_bytes()[: ckpt.verified_bytes]
+            seen.append((ckpt.verified_bytes, sha(prefix) == ckpt.sha256_prefix))
+
+    download_shard(f"{nginx_server.url}/cadence.bin", dest, checkpoint_bytes=MiB, on_bytes=on_bytes)
+    assert dest.read_bytes() == data
+    assert {v for v, _ in seen} == {k * MiB for k in range(1, SIZE // MiB)}
+    assert all(ok for _, ok in seen)
+
+
+# -- S3 (moto server) --------------------------------------------------------------------------
+
+
+def put_s3(s3_server, key: str, data: bytes) -> str:
+    s3_server.client().put_object(Bucket=s3_server.bucket, Key=key, Body=data)
+    return f"s3://{s3_server.bucket}/{key}"
+
+
+def test_s3_download_and_resume(s3_server, tmp_path):
+    data = os.urandom(3 * MiB + 5)
+    url = put_s3(s3_server, "shards/a.bin", data)
+    dest = tmp_path / "a.bin"
+    first = download_shard(url, dest, storage_options=s3_server.storage_options)
+    assert_done(dest, data, first)
+    dest.unlink()
+    # leave a verified prefix behind, pinned to the object's ETag
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**s3_server.storage_options)
+    etag = fs.info(f"{s3_server.bucket}/shards/a.bin")["ETag"]
+    part_path(dest).write_bytes(data[: 2 * MiB])
+    Checkpoint(url, len(data), 2 * MiB, sha(data[: 2 * MiB]), etag=etag).save(checkpoint_path(dest))
+    resumed = download_shard(url, dest, storage_options=s3_server.storage_options)
+    assert_done(dest, data, resumed)
+    assert (resumed.reused_bytes, resumed.fetched_bytes, resumed.restarts) == (
+        2 * MiB,
+        len(data) - 2 * MiB,
+        0,
+    )
+
+
+def test_s3_replaced_object_restarts(s3_server, tmp_path):
+    old = os.urandom(2 * MiB)
+    url = put_s3(s3_server, "shards/b.bin", old)
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**s3_server.storage_options)
+    etag = fs.info(f"{s3_server.bucket}/shards/b.bin")["ETag"]
+    dest = tmp_path / "b.bin"
+    part_path(dest).write_bytes(old[:MiB])
+    Checkpoint(url, len(old), MiB, sha(old[:MiB]), etag=etag).save(checkpoint_path(dest))
+    new = os.urandom(2 * MiB)
+    put_s3(s3_server, "shards/b.bin", new)
+    result = download_shard(url, dest, storage_options=s3_server.storage_options)
+    assert_done(dest, new, result)
+    assert (result.reused_bytes, result.restarts) == (0, 1)
+
+
+def test_s3_missing_object(s3_server, tmp_path):
+    with pytest.raises(DownloadError, match="no such object"):
+        download_shard(
+            f"s3://{s3_server.bucket}/nope.bin",
+            tmp_path / "nope.bin",
+            storage_options=s3_server.storage_options,
+        )
+
+
+def test_second_writer_on_the_same_dest_is_refused(nginx_server, tmp_path):
+    from feedline.io import LockTimeout, process_lock
+
+    serve(nginx_server, "locked.bin", size=1000)
+    dest = tmp_path / "locked.bin"
+    with process_lock(tmp_path / ".locked.bin.lock", 1), pytest.raises(LockTimeout):
+        download_shard(f"{nginx_server.url}/locked.bin", dest)
