@@ -42,6 +42,7 @@ from feedline.io import (
     StoreError,
     atomic_write,
     feedline_home,
+    open_store,
     process_lock,
 )
 
@@ -318,14 +319,37 @@ def cache_path(store: Store, revision: str | None) -> Path:
     return feedline_home() / "mp4-sidecars" / root_key / rev / SIDECAR_NAME
 
 
+def hub_sidecar_path(commit: str) -> str:
+    """Where a Hub dataset's sidecar lives on the ``lerobot-sidecars`` branch (per source commit)."""
+    return f"{PUBLISHED_DIR}/{commit}/{SIDECAR_NAME}"
+
+
+def _published_location(store: Store) -> tuple[Store, str]:
+    """The dataset root's ``meta/mp4-sidecars/``, or the sidecar branch for a Hub dataset repo."""
+    root = store.url()
+    if root.startswith("hf://datasets/"):
+        try:
+            from huggingface_hub import HfApi
+
+            repo, _, rev = root[len("hf://datasets/") :].rstrip("/").partition("@")
+            commit = HfApi().dataset_info(repo, revision=rev or None).sha
+            if commit:
+                branch = open_store(f"hf://datasets/{repo}@{HUB_SIDECAR_BRANCH}")
+                return branch, hub_sidecar_path(commit)
+        except Exception as exc:  # offline, no such branch, auth: fall back to building
+            log.info("no published sidecar branch for %s (%s)", root, exc)
+    return store, PUBLISHED_PATH
+
+
 def _published(store: Store, current: dict[str, ObjectInfo]) -> Sidecar | None:
-    """A published sidecar of the dataset root, copied locally, if one exists and is readable."""
+    """A published sidecar of the dataset, copied locally, if one exists and is readable."""
+    where, path = _published_location(store)
     try:
-        if not store.exists(PUBLISHED_PATH):
+        if not where.exists(path):
             return None
-        data = store.read_bytes(PUBLISHED_PATH)
+        data = where.read_bytes(path)
     except StoreError as exc:
-        log.info("no published sidecar at %s (%s)", store.url(PUBLISHED_PATH), exc)
+        log.info("no published sidecar at %s (%s)", where.url(path), exc)
         return None
     fd, name = tempfile.mkstemp(prefix="published-", suffix=".npz")
     with os.fdopen(fd, "wb") as handle:
