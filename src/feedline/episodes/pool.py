@@ -32,6 +32,10 @@ How the pipeline drives it (one pool per worker per epoch)::
     pool.skip(offset)                   # resume: this worker's offset from feedline.episodes.resume
     for episode_index, frame_index in pool: ...   # or pool.take(n) -> numpy arrays
 
+``worker`` is the plan part index (``plan[rank][worker]``); it equals the DataLoader worker id
+except after a resume that rotates parts (see :mod:`feedline.episodes.resume`), and it seeds the
+pool, so a rotated worker reproduces its part's anchors exactly.
+
 Fetch episodes in admission order (``pool.episodes``); an episode's bytes can be released once
 all ``length`` of its anchors have been decoded. With ``byte_budget`` set, the resident set the
 schedule needs always fits the budget, so the admission frontier never deadlocks.

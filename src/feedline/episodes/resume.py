@@ -18,8 +18,13 @@ How the pipeline calls it::
     checkpoint["dataset"] = tracker.state_dict()
     # on resume:
     tracker.load_state_dict(checkpoint["dataset"])       # refuses changed settings
-    pos = tracker.position                                # epoch + per-worker offsets
-    # worker w of that epoch: pool.skip(pos.worker_offsets[w]); later epochs start at 0
+    pos = tracker.position                                # epoch, offsets, rotation
+    # DataLoader worker w in epoch pos.epoch serves part pos.part_for_worker(w) of
+    # plan[rank] and first calls pool.skip(pos.offset_for_worker(w)); later epochs start
+    # at offset 0 with no rotation.
+
+A fresh DataLoader always asks worker 0 first, while the interrupted run may have been in the
+middle of a round; rotating which plan part each worker serves continues that round exactly.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ __all__ = [
     "ResumeState",
     "batches_per_worker",
     "loader_batches",
+    "loader_cursor",
     "rank_worker_counts",
     "resume_position",
     "sampler_identity",
@@ -136,10 +142,15 @@ def _delivered(n: int, batches: int, batch_size: int) -> int:
     return min(n, batches * batch_size)
 
 
-def worker_offsets(
+def loader_cursor(
     counts: Sequence[int], batch_size: int, drop_last: bool, batches_consumed: int
-) -> list[int]:
-    """Anchors each worker has delivered after the loader yielded ``batches_consumed`` batches."""
+) -> tuple[list[int], int]:
+    """(anchors each worker delivered, index of the worker whose batch comes next in its round).
+
+    The second value is the rotation a resumed run applies so that a fresh DataLoader, which
+    always starts asking worker 0, continues the interrupted round: DataLoader worker ``w``
+    serves plan part ``(w + rotation) % len(counts)``.
+    """
     per_worker = batches_per_worker(counts, batch_size, drop_last)
     total = sum(per_worker)
     if not 0 <= batches_consumed <= total:
@@ -150,7 +161,7 @@ def worker_offsets(
     def in_rounds(k: int) -> int:
         return sum(min(b, k) for b in per_worker)
 
-    lo, hi = 0, max(per_worker, default=0)  # largest k with in_rounds(k) <= batches_consumed
+    lo, hi = 0, max(per_worker, default=0)  # full rounds: largest k with in_rounds(k) <= consumed
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if in_rounds(mid) <= batches_consumed:
@@ -158,14 +169,22 @@ def worker_offsets(
         else:
             hi = mid - 1
     extra = batches_consumed - in_rounds(lo)
-    taken = []
-    for n, b in zip(counts, per_worker, strict=True):
+    taken, rotation = [], 0
+    for w, (n, b) in enumerate(zip(counts, per_worker, strict=True)):
         m = min(b, lo)
         if extra and b > lo:
             m += 1
             extra -= 1
+            rotation = w + 1
         taken.append(_delivered(n, m, batch_size))
-    return taken
+    return taken, rotation % max(1, len(counts))
+
+
+def worker_offsets(
+    counts: Sequence[int], batch_size: int, drop_last: bool, batches_consumed: int
+) -> list[int]:
+    """Anchors each worker has delivered after the loader yielded ``batches_consumed`` batches."""
+    return loader_cursor(counts, batch_size, drop_last, batches_consumed)[0]
 
 
 def samples_in_batches(
@@ -198,6 +217,15 @@ class ResumePosition:
     worker_offsets: tuple[int, ...]
     exact: bool
     message: str = ""
+    worker_rotation: int = 0
+
+    def part_for_worker(self, worker_id: int) -> int:
+        """The plan part (``plan[rank][part]``) DataLoader worker ``worker_id`` must serve."""
+        return (worker_id + self.worker_rotation) % len(self.worker_offsets)
+
+    def offset_for_worker(self, worker_id: int) -> int:
+        """Anchors DataLoader worker ``worker_id`` skips in its part before yielding."""
+        return self.worker_offsets[self.part_for_worker(worker_id)]
 
 
 def _differences(saved: ResumeSettings, current: ResumeSettings) -> list[str]:
@@ -228,7 +256,7 @@ def resume_position(
                 "allow_order_change=True to restart at the nearest epoch boundary with a "
                 "different anchor order"
             )
-        return _boundary_position(state, episode_lengths, what)
+        return _boundary_position(state, episode_lengths, what, max(1, current.num_workers))
     counts = rank_worker_counts(
         episode_lengths, world_size=current.world_size, num_workers=current.num_workers,
         seed=current.seed, epoch=epoch, rank=rank,
@@ -240,7 +268,7 @@ def resume_position(
             f"checkpoint says rank {state.rank} consumed {batches} batches of epoch {epoch}, "
             f"but rank {rank}'s epoch has only {sum(per_worker)}"
         )
-    offsets = worker_offsets(counts, current.batch_size, current.drop_last, batches)
+    offsets, rotation = loader_cursor(counts, current.batch_size, current.drop_last, batches)
     if state.rank == rank and sum(offsets) != state.samples_consumed_on_rank:
         raise ResumeMismatchError(
             f"checkpoint of rank {rank} counts {state.samples_consumed_on_rank} samples in "
@@ -249,11 +277,11 @@ def resume_position(
         )
     if batches == sum(per_worker):  # the epoch was finished: start the next one
         return ResumePosition(epoch + 1, 0, (0,) * len(counts), True)
-    return ResumePosition(epoch, batches, tuple(offsets), True)
+    return ResumePosition(epoch, batches, tuple(offsets), True, worker_rotation=rotation)
 
 
 def _boundary_position(
-    state: ResumeState, episode_lengths: EpisodeLengths, what: str
+    state: ResumeState, episode_lengths: EpisodeLengths, what: str, parts: int
 ) -> ResumePosition:
     """Nearest epoch boundary of the checkpoint's own run (``allow_order_change=True``)."""
     counts = rank_worker_counts(
@@ -274,8 +302,7 @@ def _boundary_position(
         f"epoch {epoch}, the nearest epoch boundary; this {effect}"
     )
     log.warning(message)
-    counts_len = max(1, state.num_workers)
-    return ResumePosition(epoch, 0, (0,) * counts_len, False, message)
+    return ResumePosition(epoch, 0, (0,) * parts, False, message)
 
 
 # ---- the training-process side ------------------------------------------------------------
