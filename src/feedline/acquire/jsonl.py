@@ -24,7 +24,8 @@ import zstandard
 from feedline.acquire.errors import CorpusFormatError
 from feedline.io import StoreError, open_object
 
-READ_BYTES = 1 << 20  # compressed bytes per read; the decompressed chunk is a few times larger
+READ_BYTES = 1 << 20  # compressed bytes per read (one reused buffer)
+FEED_BYTES = 64 << 10  # compressed bytes per decompress call: bounds the decompressed piece
 MAX_LINE_BYTES = 256 << 20  # a "line" larger than this is a broken file, not a document
 ZSTD_MAX_WINDOW = 1 << 31  # shards made with `zstd --long=31` need it; costs memory only if used
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -39,7 +40,6 @@ class _Zstd:
 
     def feed(self, data: bytes | memoryview) -> bytes:
         out = []
-        data = bytes(data)
         while data:
             chunk = self._obj.decompress(data)
             if chunk:
@@ -85,6 +85,14 @@ class _Plain:
     @staticmethod
     def finish() -> bool:
         return True
+
+
+def _sniff(head: bytes) -> _Zstd | _Gzip | _Plain:
+    if head.startswith(_ZSTD_MAGIC):
+        return _Zstd()
+    if head.startswith(_GZIP_MAGIC):
+        return _Gzip()
+    return _Plain()
 
 
 class JsonlStream:
@@ -133,41 +141,50 @@ class JsonlStream:
             )
         self.bad_lines += 1
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def _decoded(self, handle: IO[bytes]) -> Iterator[bytes]:
+        """Decompressed text in pieces of bounded size (input is fed ``FEED_BYTES`` at a time)."""
         buffer = bytearray(self.read_bytes)
         view = memoryview(buffer)
+        decoder: _Zstd | _Gzip | _Plain | None = None
+        head = b""
+        while True:
+            try:
+                got = handle.readinto(view)
+            except StoreError as exc:
+                raise CorpusFormatError(f"{self.source}: read failed: {exc}") from None
+            if not got:
+                break
+            self.compressed_bytes += got
+            chunk: bytes | memoryview = view[:got]
+            if decoder is None:
+                head += bytes(chunk)
+                if len(head) < len(_ZSTD_MAGIC):
+                    continue  # tiny reads: wait for enough bytes to tell the format
+                decoder, chunk, head = _sniff(head), head, b""
+            try:
+                for start in range(0, len(chunk), FEED_BYTES):
+                    text = decoder.feed(chunk[start : start + FEED_BYTES])
+                    if text:
+                        yield text
+            except (zstandard.ZstdError, zlib.error) as exc:
+                raise CorpusFormatError(f"{self.source}: corrupt compressed data: {exc}") from None
+        if decoder is None and head:
+            decoder = _sniff(head)  # a file shorter than the magic
+            yield decoder.feed(head)
+        if decoder is not None and not decoder.finish():
+            kind = "zstd" if isinstance(decoder, _Zstd) else "gzip"
+            raise CorpusFormatError(
+                f"{self.source}: truncated {kind} stream after {self.compressed_bytes} "
+                "compressed bytes; the file is incomplete, download it again"
+            )
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         loads = orjson.loads
         handle = self._open()
         try:
-            decoder: _Zstd | _Gzip | _Plain | None = None
             tail = b""
             line_no = self.lines
-            while True:
-                try:
-                    got = handle.readinto(view)
-                except StoreError as exc:
-                    raise CorpusFormatError(f"{self.source}: read failed: {exc}") from None
-                if not got:
-                    break
-                self.compressed_bytes += got
-                chunk = view[:got]
-                if decoder is None:
-                    head = bytes(chunk[:4])
-                    decoder = (
-                        _Zstd()
-                        if head.startswith(_ZSTD_MAGIC)
-                        else _Gzip()
-                        if head.startswith(_GZIP_MAGIC)
-                        else _Plain()
-                    )
-                try:
-                    text = decoder.feed(chunk)
-                except (zstandard.ZstdError, zlib.error) as exc:
-                    raise CorpusFormatError(
-                        f"{self.source}: corrupt compressed data: {exc}"
-                    ) from None
-                if not text:
-                    continue
+            for text in self._decoded(handle):
                 pieces = (tail + text).split(b"\n") if tail else text.split(b"\n")
                 tail = pieces.pop()
                 if len(tail) > MAX_LINE_BYTES:
@@ -192,12 +209,6 @@ class JsonlStream:
                     yield doc
                     self.documents += 1
                 self.lines = line_no
-            if decoder is not None and not decoder.finish():
-                kind = "zstd" if isinstance(decoder, _Zstd) else "gzip"
-                raise CorpusFormatError(
-                    f"{self.source}: truncated {kind} stream after {self.compressed_bytes} "
-                    "compressed bytes; the file is incomplete, download it again"
-                )
             if tail.strip():
                 line_no += 1
                 self.lines = line_no
