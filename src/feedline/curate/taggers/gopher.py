@@ -14,10 +14,11 @@ here each n-gram gets an exact integer id from the (n-1)-gram id and the next wo
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from statistics import median
 
 import numpy as np
+import regex
 
 from feedline.curate.model import DocResult, Document, Span
 from feedline.curate.registry import add_tagger
@@ -26,55 +27,59 @@ from feedline.curate.taggers.base import BaseTagger
 REQUIRED_ENGLISH_WORDS = frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})
 MOST_COMMON_NGRAMS = (2, 3, 4)
 DUPLICATE_NGRAMS = (5, 6, 7, 8, 9, 10)
-_SYMBOL, _ALPHA, _REQUIRED = 1, 2, 4
-_FLAG_CACHE: dict[str, int] = {}
-_FLAG_CACHE_LIMIT = 1_000_000
+# str.split() separators, so a regex "word" is exactly a str.split() word
+_SPACE = "".join(re.escape(chr(c)) for c in range(0x110000) if chr(c).isspace())
+# a word with no letter (str.isalpha is Unicode category L*, as regex's \p{L})
+_NO_LETTER_WORD = regex.compile(rf"(?:^|(?<=[{_SPACE}]))[^{_SPACE}\p{{L}}]+(?=[{_SPACE}]|$)")
 
 
-def _flags(word: str) -> int:
-    flags = _FLAG_CACHE.get(word)
-    if flags is None:
-        flags = 0
-        if "#" in word or "\u2026" in word:
-            flags |= _SYMBOL
-        if word.isalpha() or any(c.isalpha() for c in word):
-            flags |= _ALPHA
-        if word in REQUIRED_ENGLISH_WORDS:
-            flags |= _REQUIRED
-        if len(_FLAG_CACHE) >= _FLAG_CACHE_LIMIT:
-            _FLAG_CACHE.clear()
-        _FLAG_CACHE[word] = flags
-    return flags
+def _symbol_words(words: list[str], text: str) -> int:
+    if "#" not in text and "\u2026" not in text:
+        return 0
+    return sum(1 for w in words if "#" in w or "\u2026" in w)
 
 
-def ngram_fractions(words: list[str]) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
-    """Most-common 2-4-gram and duplicate 5-10-gram character fractions, exactly as Dolma's."""
-    index: dict[str, int] = {}
-    ids = np.fromiter((index.setdefault(w, len(index)) for w in words), dtype=np.int64, count=len(words))
-    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+def ngram_fractions(ids: np.ndarray, lengths: np.ndarray) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """Most-common 2-4-gram and duplicate 5-10-gram character fractions, exactly as Dolma's.
+
+    ``ids`` are per-document word ids, ``lengths`` the word lengths. An n-gram can only repeat
+    where its (n-1)-gram prefix repeats, so each step sorts only those positions; once nothing
+    repeats, the remaining values follow without any work.
+    """
+    total_words = len(ids)
     cumulative = np.concatenate(([0], np.cumsum(lengths)))
     word_chars = max(int(cumulative[-1]), 1)
-    vocab = max(len(index), 1)
+    vocab = int(ids.max()) + 1 if total_words else 1
     most_common: list[tuple[int, float]] = []
     duplicate: list[tuple[int, float]] = []
-    previous = ids
+    # (n-1)-gram ids where that (n-1)-gram occurs more than once, -1 elsewhere
+    repeated_ids = np.where(np.bincount(ids)[ids] > 1, ids, -1)
     for n in range(2, 11):
-        count = len(words) - n + 1
+        count = total_words - n + 1
         if count <= 0:
             break
-        keys = previous[:-1] * vocab + ids[n - 1 :]
-        _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
         window_chars = cumulative[n:] - cumulative[:count]
+        candidates = np.flatnonzero((repeated_ids[:count] >= 0) & (repeated_ids[1 : count + 1] >= 0))
+        top = 1
+        pick = 0
+        repeated_chars = 0
+        next_ids = np.full(count, -1, dtype=np.int64)
+        if len(candidates):
+            keys = repeated_ids[candidates] * vocab + ids[candidates + n - 1]
+            _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
+            per_position = counts[inverse]
+            again = per_position > 1
+            if again.any():
+                top = int(counts.max())
+                # Counter.most_common keeps insertion order among ties: the earliest n-gram wins.
+                pick = int(candidates[first[counts == top]].min())
+                repeated_chars = int(window_chars[candidates[again]].sum())
+                next_ids[candidates[again]] = inverse[again]
         if n in MOST_COMMON_NGRAMS:
-            top = counts.max()
-            # Counter.most_common keeps insertion order among ties: the earliest n-gram wins.
-            pick = int(first[np.flatnonzero(counts == top)].min())
-            most_common.append((n, int(top) * int(window_chars[pick]) / word_chars))
+            most_common.append((n, top * int(window_chars[pick]) / word_chars))
         else:
-            repeated = counts[inverse] > 1
-            total = int(window_chars.sum())
-            duplicate.append((n, int(window_chars[repeated].sum()) / max(total, 1)))
-        previous = inverse.astype(np.int64, copy=False)
+            duplicate.append((n, repeated_chars / max(int(window_chars.sum()), 1)))
+        repeated_ids = next_ids
     return most_common, duplicate
 
 
@@ -105,28 +110,26 @@ class Gopher(BaseTagger):
             word_count = len(words)
             stats["word_count"] = word_count
             if words:
-                lengths = [len(w) for w in words]
-                stats["median_word_length"] = float(median(lengths))
-                flag_counts = Counter(_flags(w) for w in words)
-                symbols = alpha = required = 0
-                for flags, times in flag_counts.items():
-                    if flags & _SYMBOL:
-                        symbols += times
-                    if flags & _ALPHA:
-                        alpha += times
-                    if flags & _REQUIRED:
-                        required += times
-                stats["symbol_to_word_ratio"] = symbols / word_count
-                stats["fraction_of_words_with_alpha_character"] = alpha / word_count
-                stats["required_word_count"] = required
-                most_common, duplicate = ngram_fractions(words)
+                index: dict[str, int] = {}
+                ids = np.fromiter((index.setdefault(w, len(index)) for w in words), np.int64, word_count)
+                unique_lengths = np.fromiter(map(len, index), np.int64, len(index))
+                occurrences = np.bincount(ids, minlength=len(index))
+                lengths = unique_lengths[ids]
+                stats["median_word_length"] = float(np.median(lengths))
+                stats["symbol_to_word_ratio"] = _symbol_words(words, text) / word_count
+                no_letter = len(_NO_LETTER_WORD.findall(text))
+                stats["fraction_of_words_with_alpha_character"] = (word_count - no_letter) / word_count
+                stats["required_word_count"] = sum(
+                    int(occurrences[index[w]]) for w in REQUIRED_ENGLISH_WORDS if w in index
+                )
+                most_common, duplicate = ngram_fractions(ids, lengths)
                 spans.extend(
                     Span(0, n_chars, f"fraction_of_characters_in_most_common_{n}grams", v) for n, v in most_common
                 )
                 spans.extend(
                     Span(0, n_chars, f"fraction_of_characters_in_duplicate_{n}grams", v) for n, v in duplicate
                 )
-                word_chars = max(sum(lengths), 1)
+                word_chars = max(int(lengths.sum()), 1)
             else:
                 word_chars = 1
             lines = text.split("\n")

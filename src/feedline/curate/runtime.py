@@ -1,0 +1,218 @@
+"""The one-pass tagging runtime: each file read once, each row decoded once, every tagger run.
+
+Taggers writing to the same attribute file share one output (one row per document holding all
+their keys); every output is a temp file renamed into place only when the whole document file
+has been tagged, so a crash never leaves a partial attribute file where a reader would find it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import posixpath
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import msgspec
+
+from feedline.curate import files
+from feedline.curate.errors import CurateError, RetryableFailure
+from feedline.curate.model import KEY_SEPARATOR, AttributeRow, document_decoder
+from feedline.curate.registry import check_name, get_tagger, import_tagger_modules
+from feedline.curate.taggers.base import BaseTagger
+
+DOCUMENTS_SEGMENT = "documents"
+ProgressFn = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class TagJob:
+    """What to run: tagger names, the experiment (None: each tagger is its own), where to write."""
+
+    taggers: tuple[str, ...]
+    experiment: str | None = None
+    destination: str | None = None
+    tagger_modules: tuple[str, ...] = ()
+    progress_every_docs: int = 1000
+    progress_every_s: float = 2.0
+    options: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.taggers:
+            raise CurateError("no taggers given")
+        if len(set(self.taggers)) != len(self.taggers):
+            raise CurateError(f"a tagger is listed twice: {list(self.taggers)}")
+        if self.experiment is not None:
+            check_name(self.experiment, "experiment")
+
+    def experiment_of(self, tagger: str) -> str:
+        return self.experiment or tagger
+
+    def signature(self) -> dict[str, object]:
+        """What a ``.done`` marker must match for a file to count as done."""
+        return {"taggers": sorted(self.taggers), "experiment": self.experiment, "destination": self.destination}
+
+
+def _split_documents(path: str) -> tuple[str, str] | None:
+    """``(prefix, rest)`` around the last ``/documents/`` segment of ``path``."""
+    marker = f"/{DOCUMENTS_SEGMENT}/"
+    at = path.rfind(marker)
+    if at < 0:
+        if path.startswith(f"{DOCUMENTS_SEGMENT}/"):
+            return "", path[len(DOCUMENTS_SEGMENT) + 1 :]
+        return None
+    return path[:at], path[at + len(marker) :]
+
+
+def relative_name(doc_path: str, base: str) -> str:
+    """The document's path below its ``documents/`` folder, else below the common ``base``."""
+    split = _split_documents(doc_path)
+    if split is not None:
+        return split[1]
+    return posixpath.relpath(doc_path, base) if base else posixpath.basename(doc_path)
+
+
+def attribute_path(doc_path: str, experiment: str, destination: str | None = None, base: str = "") -> str:
+    """Where the attributes of ``doc_path`` for ``experiment`` go.
+
+    Default: the ``documents`` segment replaced by ``attributes/<experiment>``. With a
+    destination: ``<destination>/<experiment>/<path below documents/ (or below base)>``.
+    """
+    if destination:
+        return f"{destination.rstrip('/')}/{experiment}/{relative_name(doc_path, base)}"
+    split = _split_documents(doc_path)
+    if split is None:
+        raise CurateError(
+            f"{doc_path}: no '{DOCUMENTS_SEGMENT}/' folder in the path to derive attributes/<experiment>/ from; "
+            "pass --destination"
+        )
+    prefix, rest = split
+    return f"{prefix}/attributes/{experiment}/{rest}" if prefix else f"attributes/{experiment}/{rest}"
+
+
+def attributes_root(doc_path: str, destination: str | None = None) -> str:
+    """The folder holding every experiment's attribute tree for ``doc_path``."""
+    if destination:
+        return destination.rstrip("/")
+    split = _split_documents(doc_path)
+    if split is None:
+        raise CurateError(f"{doc_path}: no '{DOCUMENTS_SEGMENT}/' folder in the path; pass --destination")
+    return f"{split[0]}/attributes" if split[0] else "attributes"
+
+
+def plan_outputs(doc_path: str, job: TagJob, base: str = "") -> dict[str, list[str]]:
+    """Destination file -> the taggers writing into it, in the job's tagger order."""
+    outputs: dict[str, list[str]] = {}
+    for name in job.taggers:
+        outputs.setdefault(attribute_path(doc_path, job.experiment_of(name), job.destination, base), []).append(name)
+    return outputs
+
+
+class _Output:
+    """One attribute file being written and the taggers (with key prefixes) feeding it."""
+
+    __slots__ = ("path", "sink", "taggers", "buffer")
+
+    def __init__(self, path: str, taggers: list[tuple[str, BaseTagger]]) -> None:
+        self.path = path
+        self.sink = files.AtomicOutput(path)
+        self.taggers = taggers
+        self.buffer = bytearray()
+
+
+class FileTagger:
+    """Built once per worker process: user modules imported, tagger objects created once."""
+
+    def __init__(self, job: TagJob) -> None:
+        import_tagger_modules(job.tagger_modules)
+        self.job = job
+        self.taggers: dict[str, BaseTagger] = {}
+        for name in job.taggers:
+            cls = get_tagger(name)
+            try:
+                self.taggers[name] = cls()
+            except CurateError:
+                raise
+            except Exception as exc:
+                raise CurateError(f"tagger {name!r} could not be created: {type(exc).__name__}: {exc}") from exc
+        self.with_metadata = any(t.needs_metadata for t in self.taggers.values())
+        self.decoder = document_decoder(self.with_metadata)
+        self.encoder = msgspec.json.Encoder()
+
+    def tag_file(self, src: str, base: str = "", progress: ProgressFn | None = None) -> int:
+        """Tag every row of ``src``; returns the number of documents. Outputs appear atomically."""
+        plan = plan_outputs(src, self.job, base)
+        outputs: list[_Output] = []
+        try:
+            for path, names in plan.items():
+                _remove_stale_temps(path)
+                prefixed = [(f"{self.job.experiment_of(n)}{KEY_SEPARATOR}{n}{KEY_SEPARATOR}", self.taggers[n]) for n in names]
+                outputs.append(_Output(path, prefixed))
+            count = self._run(src, outputs, progress)
+            for out in outputs:
+                out.sink.commit()
+            return count
+        except BaseException:
+            for out in outputs:
+                out.sink.abort()
+            raise
+
+    def _run(self, src: str, outputs: list[_Output], progress: ProgressFn | None) -> int:
+        decode = self.decoder.decode
+        encode_into = self.encoder.encode_into
+        every_docs = max(1, self.job.progress_every_docs)
+        every_s = self.job.progress_every_s
+        check_every = min(every_docs, 256)  # read the clock every few hundred rows, not every row
+        reported = count = 0
+        last_report = time.monotonic()
+        with files.open_lines(src) as lines:
+            for line in lines:
+                count += 1
+                try:
+                    doc = decode(line)
+                except msgspec.DecodeError as exc:
+                    raise CurateError(f"{src}: line {count}: not a valid document row ({exc})") from None
+                for out in outputs:
+                    attributes: dict[str, list[tuple[int, int, float]]] = {}
+                    for prefix, tagger in out.taggers:
+                        try:
+                            tagged = tagger.tag(doc)
+                        except (CurateError, RetryableFailure):
+                            raise
+                        except Exception as exc:
+                            raise CurateError(
+                                f"{src}: line {count} (id {doc.id!r}): tagger {tagger.name!r} failed: "
+                                f"{type(exc).__name__}: {exc}"
+                            ) from exc
+                        for signal, values in tagged.items():
+                            attributes[prefix + signal] = values
+                    buffer = out.buffer
+                    encode_into(AttributeRow(doc.id, attributes, doc.source), buffer, -1)
+                    buffer.extend(b"\n")
+                    if len(buffer) >= 1 << 20:
+                        out.sink.write(bytes(buffer))
+                        buffer.clear()
+                if progress is not None and count - reported >= check_every:
+                    now = time.monotonic()
+                    if count - reported >= every_docs or now - last_report >= every_s:
+                        progress(count - reported)
+                        reported, last_report = count, now
+        for out in outputs:
+            if out.buffer:
+                out.sink.write(bytes(out.buffer))
+                out.buffer.clear()
+        if progress is not None and count > reported:
+            progress(count - reported)
+        return count
+
+
+def _remove_stale_temps(path: str) -> None:
+    """Temp files a killed run left next to ``path`` (never the file itself)."""
+    if files.is_remote(path):
+        return
+    folder, name = os.path.split(path)
+    for stale in glob.glob(os.path.join(glob.escape(folder or "."), f".{glob.escape(name)}.*.tmp")):
+        with contextlib.suppress(OSError):
+            os.unlink(stale)
