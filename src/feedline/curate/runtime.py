@@ -13,7 +13,7 @@ import os
 import posixpath
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import msgspec
 
@@ -37,7 +37,6 @@ class TagJob:
     tagger_modules: tuple[str, ...] = ()
     progress_every_docs: int = 1000
     progress_every_s: float = 2.0
-    options: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.taggers:

@@ -1,0 +1,220 @@
+"""The resumable parallel processor: one task per input file, ``.done`` markers, retries.
+
+A file counts as done only when its marker exists *and* records the same job (taggers,
+experiment, destination); markers live in an explicit metadata folder (default: under the
+attributes root, never a temporary folder). Only :class:`RetryableFailure` is retried; any
+other error aborts the run, or with ``skip_on_failure`` skips the file and is reported at the
+end. When every file is already done the run is a no-op that says so.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import posixpath
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from feedline.curate import files
+from feedline.curate.errors import CurateError, RetryableFailure
+from feedline.curate.runtime import FileTagger, TagJob, attributes_root, relative_name
+
+log = logging.getLogger("feedline.curate")
+MARKER_SUFFIX = ".done"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One input file: where it is, where its marker goes, the common base of the run."""
+
+    source: str
+    marker: str
+    base: str
+
+
+@dataclass
+class TaskResult:
+    source: str
+    ok: bool
+    documents: int = 0
+    attempts: int = 1
+    error: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class RunReport:
+    """What a run did: files tagged now, files already done, files that failed (skipped)."""
+
+    total: int
+    done_before: list[str] = field(default_factory=list)
+    processed: list[TaskResult] = field(default_factory=list)
+    failed: list[TaskResult] = field(default_factory=list)
+    metadata: str = ""
+    seconds: float = 0.0
+
+    @property
+    def documents(self) -> int:
+        return sum(r.documents for r in self.processed)
+
+    def summary(self) -> str:
+        if not self.processed and not self.failed:
+            return f"all {self.total} files already done (markers in {self.metadata}); nothing to do"
+        text = (
+            f"tagged {len(self.processed)} files ({self.documents:,} documents) in {self.seconds:.1f}s; "
+            f"{len(self.done_before)} already done"
+        )
+        if self.failed:
+            text += f"; {len(self.failed)} FAILED and skipped: " + "; ".join(f"{r.source}: {r.error}" for r in self.failed)
+        return text
+
+
+def common_base(paths: list[str]) -> str:
+    """The deepest folder containing every path (``""`` for a single URL scheme mix)."""
+    folders = [posixpath.dirname(p) for p in paths]
+    if not folders:
+        return ""
+    if all(not files.is_remote(f) for f in folders):
+        return os.path.commonpath([os.path.abspath(f) for f in folders]) if folders else ""
+    prefix = os.path.commonprefix(folders)
+    return prefix[: prefix.rfind("/") + 1].rstrip("/") if "/" in prefix else ""
+
+
+def default_metadata_dir(sources: list[str], job: TagJob) -> str:
+    """``<attributes root>/.feedline-tag/<experiment or tagger names>``: resume survives reboots."""
+    key = job.experiment or "+".join(job.taggers)
+    return f"{attributes_root(sources[0], job.destination)}/.feedline-tag/{key}"
+
+
+def is_temporary(path: str) -> bool:
+    if files.is_remote(path):
+        return False
+    return os.path.abspath(path).startswith(os.path.abspath(tempfile.gettempdir()) + os.sep)
+
+
+def plan_tasks(sources: list[str], metadata: str) -> list[Task]:
+    base = common_base(sources)
+    tasks = []
+    for src in sources:
+        name = relative_name(src, base) if not files.is_remote(src) else src.split("://", 1)[1]
+        tasks.append(Task(src, f"{metadata.rstrip('/')}/{name}{MARKER_SUFFIX}", base))
+    return tasks
+
+
+def marker_matches(marker: str, signature: dict[str, object]) -> bool:
+    data = files.read_small(marker)
+    if data is None:
+        return False
+    try:
+        return json.loads(data).get("job") == signature
+    except ValueError:
+        return False
+
+
+# ---- worker side --------------------------------------------------------------------------
+
+_WORKER_TAGGERS: dict[TagJob, FileTagger] = {}
+
+
+def _tagger_for(job: TagJob) -> FileTagger:
+    tagger = _WORKER_TAGGERS.get(job)
+    if tagger is None:
+        tagger = _WORKER_TAGGERS[job] = FileTagger(job)
+    return tagger
+
+
+def run_task(task: Task, job: TagJob, retries: int, progress: Callable[[int], None] | None = None) -> TaskResult:
+    """Tag one file with retries on :class:`RetryableFailure`, then write its marker.
+
+    Never raises for a failure of the file itself: the result carries the error, so every
+    executor (in-process, spawn pool, Ray) reports failures the same way.
+    """
+    started = time.monotonic()
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            documents = _tagger_for(job).tag_file(task.source, task.base, progress)
+            marker = {
+                "job": job.signature(),
+                "source": task.source,
+                "documents": documents,
+                "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            }
+            files.write_small(task.marker, json.dumps(marker, sort_keys=True).encode() + b"\n")
+            return TaskResult(task.source, True, documents, attempts, seconds=time.monotonic() - started)
+        except RetryableFailure as exc:
+            if attempts > retries:
+                return TaskResult(task.source, False, 0, attempts, f"{exc} (after {attempts} attempts)",
+                                  time.monotonic() - started)
+            log.warning("%s: retrying after: %s", task.source, exc)
+            time.sleep(min(0.5 * 2 ** (attempts - 1), 10.0))
+        except CurateError as exc:
+            return TaskResult(task.source, False, 0, attempts, str(exc), time.monotonic() - started)
+        except Exception as exc:  # a bug in a tagger or reader: report it with the file name
+            return TaskResult(task.source, False, 0, attempts, f"{type(exc).__name__}: {exc}",
+                              time.monotonic() - started)
+
+
+# ---- parent side --------------------------------------------------------------------------
+
+
+def run_tag(
+    documents: list[str],
+    job: TagJob,
+    *,
+    metadata: str | None = None,
+    processes: int = 1,
+    retries: int = 0,
+    skip_on_failure: bool = False,
+    executor: str = "local",
+    ray_address: str | None = None,
+    ignore_done: bool = False,
+    seed: int = 0,
+) -> RunReport:
+    """Tag every file matching ``documents`` (globs) with ``job``; resumable; see module doc."""
+    from feedline.curate.registry import get_tagger, import_tagger_modules
+
+    import_tagger_modules(job.tagger_modules)
+    for name in job.taggers:
+        get_tagger(name)  # unknown names fail before any work starts
+    started = time.monotonic()
+    sources = files.expand(documents)
+    if metadata and is_temporary(metadata):
+        log.warning("markers go to a temporary folder (%s): resume is lost once it is cleaned up", metadata)
+    metadata = metadata or default_metadata_dir(sources, job)
+    tasks = plan_tasks(sources, metadata)
+    report = RunReport(total=len(tasks), metadata=metadata)
+    signature = job.signature()
+    pending = []
+    for task in tasks:
+        if not ignore_done and marker_matches(task.marker, signature):
+            report.done_before.append(task.source)
+        else:
+            pending.append(task)
+    if not pending:
+        log.info(report.summary())
+        return report
+    random.Random(seed).shuffle(pending)  # spreads big files out for a steadier ETA; output order is unaffected
+    if executor == "ray":
+        from feedline.curate.executors import run_ray
+
+        results = run_ray(pending, job, retries, ray_address, skip_on_failure)
+    elif executor == "local":
+        from feedline.curate.executors import run_local
+
+        results = run_local(pending, job, retries, processes, skip_on_failure)
+    else:
+        raise CurateError(f"unknown executor {executor!r}: use local or ray")
+    for result in results:
+        (report.processed if result.ok else report.failed).append(result)
+    report.seconds = time.monotonic() - started
+    if report.failed and not skip_on_failure:
+        first = report.failed[0]
+        raise CurateError(f"{first.source}: {first.error} (use --skip-on-failure to skip failing files)")
+    return report
