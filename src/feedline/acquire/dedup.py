@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 
@@ -47,6 +47,7 @@ _MAX_PAIRS_PER_STEP = 1 << 21  # in-chunk candidate pairs before a chunk is spli
 _BBIT_MASK = np.uint32(0xFFFF)
 
 VerifyMode = Literal["exact", "estimate"]
+T = TypeVar("T")
 
 
 class DedupError(FeedlineError):
@@ -220,6 +221,34 @@ class Deduplicator:
         for v in verdicts:
             self.counts[v.kind] += 1
         return verdicts
+
+    def stream(
+        self,
+        items: Iterable[T],
+        id_of: Callable[[T], str],
+        text_of: Callable[[T], str],
+        *,
+        chunk_size: int = DEFAULT_CHUNK,
+    ) -> Iterator[tuple[T, Verdict]]:
+        """``(item, verdict)`` for every item of an iterable, in order, deduplicated in chunks.
+
+        The way to feed a document stream (e.g. ``stream_jsonl``): same verdicts as :meth:`add`
+        per item, at batch speed (``add`` alone costs ~1 ms of numpy call overhead per document).
+        """
+        pending: list[T] = []
+        for item in items:
+            pending.append(item)
+            if len(pending) >= chunk_size:
+                yield from self._verdicts_for(pending, id_of, text_of)
+                pending = []
+        if pending:
+            yield from self._verdicts_for(pending, id_of, text_of)
+
+    def _verdicts_for(
+        self, items: list[T], id_of: Callable[[T], str], text_of: Callable[[T], str]
+    ) -> Iterator[tuple[T, Verdict]]:
+        verdicts = self.add_batch([id_of(x) for x in items], [text_of(x) for x in items])
+        yield from zip(items, verdicts, strict=True)
 
     @property
     def index_nbytes(self) -> int:
