@@ -52,14 +52,18 @@ def open_profile(eps: np.ndarray, weights: Mapping[int, int] | None = None) -> n
 # ---- coverage over the whole plan -----------------------------------------------------------
 
 
-@settings(max_examples=40, deadline=None)
-@given(sel=selections(max_total=150_000), world=st.integers(1, 16), workers=st.integers(0, 8),
-       pool_per_rank=st.integers(1, 64), strategy=STRATEGY, seed=st.integers(0, 2**31),
-       epoch=st.integers(0, 9), with_bytes=st.booleans())
-def test_one_epoch_yields_every_selected_frame_once(
+def coverage_args(max_total: int) -> dict[str, st.SearchStrategy[Any]]:
+    return {"sel": selections(max_total=max_total), "world": st.integers(1, 16),
+            "workers": st.integers(0, 8), "pool_per_rank": st.integers(1, 64),
+            "strategy": STRATEGY, "seed": st.integers(0, 2**31), "epoch": st.integers(0, 9),
+            "with_bytes": st.booleans()}
+
+
+def check_epoch_coverage(
     sel: Selection, world: int, workers: int, pool_per_rank: int, strategy: str, seed: int,
     epoch: int, with_bytes: bool,
 ) -> None:
+    """Union over ranks x workers of one epoch = every selected frame once; pools in bounds."""
     assume(len(sel.lengths) >= world)
     plan = plan_shards(sel.lengths, world_size=world, num_workers=workers, seed=seed, epoch=epoch)
     keys = np.array(sorted(sel.lengths))
@@ -87,6 +91,13 @@ def test_one_epoch_yields_every_selected_frame_once(
             if budget is not None:
                 assert open_profile(eps, sizes).max() <= budget
     assert np.all(seen == 1), "every selected frame exactly once per epoch"
+
+
+test_one_epoch_yields_every_selected_frame_once = settings(max_examples=40, deadline=None)(
+    given(**coverage_args(150_000))(check_epoch_coverage))
+test_one_epoch_yields_every_selected_frame_once_large = pytest.mark.slow(
+    settings(max_examples=40, deadline=None)(given(**coverage_args(1_500_000))(
+        check_epoch_coverage)))
 
 
 @settings(max_examples=25, deadline=None)

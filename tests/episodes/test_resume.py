@@ -164,12 +164,14 @@ def test_resume_at_every_batch_boundary_of_a_small_epoch(
     assert full[: len(first_epoch)] == first_epoch  # the epoch end is one of the stops above
 
 
-@settings(max_examples=12, deadline=None)
-@given(sel=selections(max_total=12_000, max_episodes=400), world=st.integers(1, 6),
-       num_workers=st.sampled_from([0, 1, 2, 4]), batch_size=st.integers(1, 64),
-       drop_last=st.booleans(), strategy=st.sampled_from(STRATEGIES),
-       pool_size=st.integers(1, 40), seed=st.integers(0, 2**31), data=st.data())
-def test_resume_at_random_batches_of_large_epochs(
+def large_epoch_args(max_total: int) -> dict[str, st.SearchStrategy[Any]]:
+    return {"sel": selections(max_total=max_total, max_episodes=400), "world": st.integers(1, 6),
+            "num_workers": st.sampled_from([0, 1, 2, 4]), "batch_size": st.integers(1, 64),
+            "drop_last": st.booleans(), "strategy": st.sampled_from(STRATEGIES),
+            "pool_size": st.integers(1, 40), "seed": st.integers(0, 2**31), "data": st.data()}
+
+
+def check_resume_at_random_batches(
     sel: Selection, world: int, num_workers: int, batch_size: int, drop_last: bool,
     strategy: str, pool_size: int, seed: int, data: st.DataObject,
 ) -> None:
@@ -185,6 +187,13 @@ def test_resume_at_random_batches_of_large_epochs(
     if not drop_last:  # the loader hands over every anchor of the rank exactly once per epoch
         anchors = [a for b in first for a in b]
         assert len(anchors) == len(set(anchors))
+
+
+test_resume_at_random_batches_of_large_epochs = settings(max_examples=12, deadline=None)(
+    given(**large_epoch_args(12_000))(check_resume_at_random_batches))
+test_resume_at_random_batches_of_large_epochs_slow = pytest.mark.slow(
+    settings(max_examples=25, deadline=None)(given(**large_epoch_args(60_000))(
+        check_resume_at_random_batches)))
 
 
 def test_a_rank_can_resume_from_another_ranks_checkpoint() -> None:
