@@ -24,6 +24,7 @@ from feedline.episodes.resume import (
     ResumeState,
     loader_batches,
     loader_cursor,
+    rank_batch_counts,
     sampler_identity,
     worker_offsets,
 )
@@ -194,6 +195,15 @@ test_resume_at_random_batches_of_large_epochs = settings(max_examples=12, deadli
 test_resume_at_random_batches_of_large_epochs_slow = pytest.mark.slow(
     settings(max_examples=25, deadline=None)(given(**large_epoch_args(60_000))(
         check_resume_at_random_batches)))
+
+
+def test_rank_batch_counts_match_each_ranks_loader() -> None:
+    s = make_settings(SMALL, world_size=3, num_workers=2, batch_size=2)
+    counts = rank_batch_counts(SMALL, s, epoch=1)
+    for rank in range(3):
+        run = SimulatedRank(SMALL, s, rank=rank, epochs=2)
+        run.tracker.next_epoch()
+        assert len(list(run)) == counts[rank]
 
 
 def test_a_rank_can_resume_from_another_ranks_checkpoint() -> None:

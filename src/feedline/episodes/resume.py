@@ -49,6 +49,7 @@ __all__ = [
     "batches_per_worker",
     "loader_batches",
     "loader_cursor",
+    "rank_batch_counts",
     "rank_worker_counts",
     "resume_position",
     "sampler_identity",
@@ -76,7 +77,11 @@ def sampler_identity(
 
 @dataclass(frozen=True)
 class ResumeSettings:
-    """Everything that fixes a rank's anchor order and batch boundaries."""
+    """Everything that fixes a rank's anchor order and batch boundaries.
+
+    ``pool_settings`` holds every pool knob that changes the schedule: the pool size and, when
+    the pool admits by bytes, the byte budget (prefetch depth and decode threads do not).
+    """
 
     seed: int
     strategy: str
@@ -203,6 +208,24 @@ def rank_worker_counts(
     ).report
     counts = list(report.worker_frames[rank])
     return counts + [0] * (max(1, num_workers) - len(counts))
+
+
+def rank_batch_counts(
+    episode_lengths: EpisodeLengths, settings: ResumeSettings, *, epoch: int
+) -> list[int]:
+    """Batches every rank's loader yields in ``epoch``.
+
+    Ranks are balanced by frames, not made equal, so their batch counts can differ by a few;
+    a DDP loop must stop every rank at ``min(...)`` (or pad) so no rank waits in a collective.
+    """
+    plan = plan_shards_arrays(
+        episode_lengths, world_size=settings.world_size, num_workers=settings.num_workers,
+        seed=settings.seed, epoch=epoch,
+    )
+    return [
+        sum(batches_per_worker(list(frames), settings.batch_size, settings.drop_last))
+        for frames in plan.report.worker_frames
+    ]
 
 
 # ---- resolving a checkpoint ---------------------------------------------------------------
