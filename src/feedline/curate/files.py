@@ -27,6 +27,8 @@ GZIP_LEVEL = 6  # zlib's default: ~3x faster than gzip.open's 9 for a few percen
 ZSTD_LEVEL = 3
 _GLOB_CHARS = "*?["
 _READ_BUFFER = 1 << 20
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 def is_remote(path: str) -> bool:
@@ -240,6 +242,7 @@ class AtomicOutput:
                     store.write_bytes(name, handle.read())
                 os.unlink(self._tmp)
             else:
+                os.chmod(self._tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; match a plain open()
                 os.replace(self._tmp, _local(self.path))
         except BaseException:
             self.abort()

@@ -1,0 +1,361 @@
+"""The mixer: join attributes to documents line by line, filter, replace spans, write shards.
+
+Reads Dolma's ``mix`` config (``streams[]``: ``name``, ``documents``, ``attributes``,
+``filter.include/exclude``, ``span_replacement[]``, ``output{path, max_size_in_bytes,
+discard_fields, min_text_length}``). Differences from Dolma on purpose: numbers compare by value
+(see :mod:`~feedline.curate.jsonpath`), each expression is compiled once per run, a short, long
+or misaligned attribute file is an error naming both files, shards are cut by *output* bytes and
+all named ``<name>-NNNN.jsonl.gz`` (or ``.jsonl.zst``), and each shard appears atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import yaml
+
+from feedline.curate import files
+from feedline.curate.errors import AlignmentError, CurateError
+from feedline.curate.jsonpath import JsonPath
+from feedline.curate.runtime import attribute_path
+
+log = logging.getLogger("feedline.curate")
+_EXTENSIONS = {"gz": ".jsonl.gz", "zst": ".jsonl.zst", "": ".jsonl"}
+_STREAM_KEYS = {"name", "documents", "attributes", "filter", "span_replacement", "output", "compression"}
+
+
+@dataclass(frozen=True)
+class SpanReplacement:
+    """Replace spans at ``span`` (a JSONPath to [[start, end, score]...]) whose score passes."""
+
+    span: JsonPath
+    replacement: str
+    min_score: float | None = None
+    max_score: float | None = None
+
+    def passes(self, score: float) -> bool:
+        if self.min_score is not None and score < self.min_score:
+            return False
+        return not (self.max_score is not None and score > self.max_score)
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    name: str
+    documents: list[str]
+    attributes: list[str]
+    include: list[JsonPath]
+    exclude: list[JsonPath]
+    span_replacement: list[SpanReplacement]
+    output_path: str
+    max_size_in_bytes: int
+    discard_fields: list[str]
+    min_text_length: int
+    compression: str
+
+
+@dataclass
+class StreamReport:
+    name: str
+    documents: int = 0
+    kept: int = 0
+    shards: list[str] = field(default_factory=list)
+    bytes_written: int = 0
+
+
+@dataclass
+class MixReport:
+    streams: list[StreamReport]
+    seconds: float = 0.0
+
+    def lines(self) -> Iterator[str]:
+        for s in self.streams:
+            yield (f"{s.name}: kept {s.kept:,} of {s.documents:,} documents into {len(s.shards)} shards "
+                   f"({s.bytes_written:,} bytes) under {os.path.dirname(s.shards[0]) if s.shards else '-'}")
+
+
+def load_config(path: str) -> list[StreamConfig]:
+    """Parse and validate a mixer config; every JSONPath is compiled here, once."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = yaml.safe_load(handle) if path.endswith((".yaml", ".yml")) else json.load(handle)
+    except FileNotFoundError:
+        raise CurateError(f"{path}: no such mixer config") from None
+    except (yaml.YAMLError, ValueError) as exc:
+        raise CurateError(f"{path}: not valid YAML/JSON ({exc})") from None
+    return parse_config(raw, path)
+
+
+def parse_config(raw: Any, where: str = "mixer config") -> list[StreamConfig]:
+    if not isinstance(raw, dict) or not isinstance(raw.get("streams"), list) or not raw["streams"]:
+        raise CurateError(f"{where}: needs a non-empty `streams` list")
+    streams = []
+    for i, stream in enumerate(raw["streams"]):
+        at = f"{where}: streams[{i}]"
+        if not isinstance(stream, dict):
+            raise CurateError(f"{at}: must be a mapping")
+        unknown = set(stream) - _STREAM_KEYS
+        if unknown:
+            raise CurateError(f"{at}: unknown keys {sorted(unknown)}")
+        for key in ("name", "documents", "output"):
+            if key not in stream:
+                raise CurateError(f"{at}: missing `{key}`")
+        output = stream["output"]
+        if not isinstance(output, dict) or "path" not in output:
+            raise CurateError(f"{at}: `output` needs a `path`")
+        filt = stream.get("filter") or {}
+        if filt.get("syntax", "jsonpath") != "jsonpath":
+            raise CurateError(f"{at}: filter syntax {filt['syntax']!r} is not supported (use jsonpath)")
+        compression = output.get("compression") or _output_compression(stream.get("compression"))
+        if compression in ("gzip", "gz"):
+            compression = "gz"
+        elif compression in ("zst", "zstd"):
+            compression = "zst"
+        elif compression in ("none", ""):
+            compression = ""
+        else:
+            raise CurateError(f"{at}: unknown output compression {compression!r} (gz, zst or none)")
+        streams.append(
+            StreamConfig(
+                name=str(stream["name"]),
+                documents=_as_list(stream["documents"]),
+                attributes=_as_list(stream.get("attributes") or []),
+                include=[_compile(e, at) for e in _as_list(filt.get("include") or [])],
+                exclude=[_compile(e, at) for e in _as_list(filt.get("exclude") or [])],
+                span_replacement=[_replacement(r, at) for r in stream.get("span_replacement") or []],
+                output_path=str(output["path"]).rstrip("/"),
+                max_size_in_bytes=int(output.get("max_size_in_bytes") or 1 << 30),
+                discard_fields=_as_list(output.get("discard_fields") or []),
+                min_text_length=int(output.get("min_text_length") or 0),
+                compression=compression,
+            )
+        )
+    return streams
+
+
+def _output_compression(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("output") or "gz")
+    return "gz"
+
+
+def _as_list(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def _compile(expression: str, at: str) -> JsonPath:
+    try:
+        return JsonPath(expression)
+    except CurateError as exc:
+        raise CurateError(f"{at}: {exc}") from None
+
+
+def _replacement(raw: Any, at: str) -> SpanReplacement:
+    if not isinstance(raw, dict) or "span" not in raw:
+        raise CurateError(f"{at}: span_replacement entries need `span`")
+    if "min_score" not in raw and "max_score" not in raw:
+        raise CurateError(f"{at}: span_replacement {raw['span']!r} needs min_score or max_score")
+    return SpanReplacement(
+        span=_compile(raw["span"], at),
+        replacement=str(raw.get("replacement", "")),
+        min_score=float(raw["min_score"]) if "min_score" in raw else None,
+        max_score=float(raw["max_score"]) if "max_score" in raw else None,
+    )
+
+
+def keep(row: dict[str, Any], stream: StreamConfig) -> bool:
+    """Dolma's rule: kept when any include matches (or there is none) and no exclude matches."""
+    if stream.include and not any(p.matches(row) for p in stream.include):
+        return False
+    return not any(p.matches(row) for p in stream.exclude)
+
+
+def replace_spans(text: str, row: dict[str, Any], replacements: list[SpanReplacement]) -> str:
+    """Replace passing spans (code-point offsets), earliest first; a span overlapping an
+    earlier replaced one is skipped; ``{}`` in the replacement stands for the replaced text."""
+    chosen: list[tuple[int, int, str]] = []
+    for rule in replacements:
+        for spans in rule.span.select(row):
+            for span in spans if isinstance(spans, list) else ():
+                if isinstance(span, list) and len(span) >= 3 and rule.passes(float(span[2])):
+                    chosen.append((int(span[0]), int(span[1]), rule.replacement))
+    if not chosen:
+        return text
+    chosen.sort(key=lambda s: (s[0], -s[1]))
+    out: list[str] = []
+    cursor = 0
+    for start, end, replacement in chosen:
+        start, end = max(start, 0), min(end, len(text))
+        if start < cursor or end < start:
+            continue
+        out.append(text[cursor:start])
+        out.append(replacement.replace("{}", text[start:end]) if replacement else "")
+        cursor = end
+    out.append(text[cursor:])
+    return "".join(out)
+
+
+class _ShardWriter:
+    """Size-capped shards ``<path>/<name>-NNNN<ext>``, each committed atomically when full."""
+
+    def __init__(self, stream: StreamConfig) -> None:
+        self.stream = stream
+        self.ext = _EXTENSIONS[stream.compression]
+        self.shards: list[str] = []
+        self.bytes_written = 0
+        self.current: files.AtomicOutput | None = None
+        self.since_check = 0
+        self.check_every = max(1, min(stream.max_size_in_bytes // 16, 1 << 20))
+
+    def _open(self) -> files.AtomicOutput:
+        path = f"{self.stream.output_path}/{self.stream.name}-{len(self.shards):04d}{self.ext}"
+        self.shards.append(path)
+        return files.AtomicOutput(path, self.stream.compression)
+
+    def write(self, line: bytes) -> None:
+        if self.current is None:
+            self.current = self._open()
+        self.current.write(line)
+        self.since_check += len(line)
+        if self.since_check >= self.check_every:
+            self.since_check = 0
+            if self.current.compressed_size() >= self.stream.max_size_in_bytes:
+                self._close()
+
+    def _close(self) -> None:
+        if self.current is not None:
+            self.current.commit()
+            self.bytes_written += os.path.getsize(self.current.path) if not files.is_remote(self.current.path) else 0
+            self.current = None
+
+    def finish(self) -> None:
+        self._close()
+        if not files.is_remote(self.stream.output_path):
+            _remove_stale_shards(self.stream, len(self.shards))
+
+    def abort(self) -> None:
+        if self.current is not None:
+            self.current.abort()
+
+
+def _remove_stale_shards(stream: StreamConfig, produced: int) -> None:
+    """Shards a previous, larger run left behind would otherwise be read as part of this mix."""
+    folder = stream.output_path
+    if not os.path.isdir(folder):
+        return
+    pattern = re.compile(rf"^{re.escape(stream.name)}-(\d{{4,}})\.jsonl(\.gz|\.zst)?$")
+    for name in os.listdir(folder):
+        m = pattern.match(name)
+        if m and int(m.group(1)) >= produced:
+            os.unlink(os.path.join(folder, name))
+
+
+def _attribute_lines(paths: list[str], stack: Any) -> list[Iterator[bytes]]:
+    readers = []
+    for path in paths:
+        if not files.exists(path):
+            raise CurateError(f"{path}: attribute file missing")
+        readers.append(stack.enter_context(files.open_lines(path)))
+    return readers
+
+
+def mix_stream(stream: StreamConfig) -> StreamReport:
+    """Mix one stream; returns counts and the shard paths."""
+    import contextlib
+
+    report = StreamReport(stream.name)
+    writer = _ShardWriter(stream)
+    discard = stream.discard_fields
+    try:
+        for doc_path in files.expand(stream.documents):
+            attr_paths = [attribute_path(doc_path, exp) for exp in stream.attributes]
+            with contextlib.ExitStack() as stack:
+                attr_readers = _attribute_lines(attr_paths, stack)
+                doc_lines = stack.enter_context(files.open_lines(doc_path))
+                line_no = 0
+                for line in doc_lines:
+                    line_no += 1
+                    report.documents += 1
+                    try:
+                        row = orjson.loads(line)
+                    except orjson.JSONDecodeError as exc:
+                        raise CurateError(f"{doc_path}: line {line_no}: invalid JSON ({exc})") from None
+                    if attr_readers:
+                        _merge_attributes(row, attr_readers, attr_paths, doc_path, line_no)
+                    if not keep(row, stream):
+                        continue
+                    if stream.span_replacement and isinstance(row.get("text"), str):
+                        row["text"] = replace_spans(row["text"], row, stream.span_replacement)
+                    if stream.min_text_length and len(row.get("text") or "") < stream.min_text_length:
+                        continue
+                    metadata = row.get("metadata")
+                    if not isinstance(metadata, dict):
+                        metadata = row["metadata"] = {}
+                    metadata["provenance"] = f"{doc_path}:{line_no}"
+                    for name in discard:
+                        row.pop(name, None)
+                    writer.write(orjson.dumps(row) + b"\n")
+                    report.kept += 1
+                for path, reader in zip(attr_paths, attr_readers, strict=True):
+                    if next(reader, None) is not None:
+                        raise AlignmentError(
+                            f"{path} has more rows than {doc_path} ({line_no}): attribute file does not match"
+                        )
+        writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    report.shards = writer.shards
+    report.bytes_written = writer.bytes_written
+    return report
+
+
+def _merge_attributes(row: dict[str, Any], readers: list[Iterator[bytes]], paths: list[str], doc_path: str,
+                      line_no: int) -> None:
+    merged = row.get("attributes")
+    if not isinstance(merged, dict):
+        merged = row["attributes"] = {}
+    for path, reader in zip(paths, readers, strict=True):
+        line = next(reader, None)
+        if line is None:
+            raise AlignmentError(f"{path} ends at line {line_no - 1} but {doc_path} has more documents")
+        try:
+            attrs = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise CurateError(f"{path}: line {line_no}: invalid JSON ({exc})") from None
+        if not isinstance(attrs, dict) or attrs.get("id") != row.get("id"):
+            found = attrs.get("id") if isinstance(attrs, dict) else None
+            raise AlignmentError(
+                f"{path} line {line_no} has id {found!r} but {doc_path} line {line_no} has id {row.get('id')!r}"
+            )
+        values = attrs.get("attributes")
+        if not isinstance(values, dict):
+            raise CurateError(f"{path}: line {line_no}: no `attributes` object")
+        merged.update(values)
+
+
+def _mix_stream_worker(stream: StreamConfig) -> StreamReport:
+    return mix_stream(stream)
+
+
+def run_mix(streams: list[StreamConfig], processes: int = 1) -> MixReport:
+    """Mix every stream (in parallel across streams when ``processes`` > 1)."""
+    import time
+
+    started = time.monotonic()
+    if processes > 1 and len(streams) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(min(processes, len(streams)), mp_context=mp.get_context("spawn")) as pool:
+            reports = list(pool.map(_mix_stream_worker, streams))
+    else:
+        reports = [mix_stream(s) for s in streams]
+    return MixReport(reports, time.monotonic() - started)
