@@ -60,7 +60,7 @@ class RunConfig:
 def shard_name(url: str) -> str:
     """The local file name for a shard URL: its last path segment."""
     path = urlsplit(url).path if "://" in url else url
-    name = unquote(path.rstrip("/").rpartition("/")[2])
+    name = unquote(path.rpartition("/")[2])
     if not name or name in (".", ".."):
         raise DownloadError(
             f"{url}: cannot name a local file after this URL; give a URL ending in a file name"
@@ -166,10 +166,9 @@ def download_all(config: RunConfig) -> list[ShardResult]:
     finally:
         progress.close()
     if failures:
-        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-        raise DownloadError(
-            f"{len(failures)} of {len(unique)} shards failed: {failures[0]}{more}; rerun to resume"
-        )
+        for message in failures[1:]:
+            log.error("%s", message)
+        raise DownloadError(f"{len(failures)} of {len(unique)} shards failed; first: {failures[0]}")
     return [results[url] for url in unique]
 
 
