@@ -32,7 +32,7 @@ def detect(text: str) -> tuple[bool, list[tuple[str, str, int]]]:
         try:
             reliable, _, details = pycld2.detect(candidate)
             return bool(reliable), [(d[0], d[1], int(d[2])) for d in details]
-        except pycld2.error:
+        except (pycld2.error, UnicodeEncodeError):
             continue
     return False, []
 

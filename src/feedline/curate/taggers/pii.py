@@ -5,13 +5,14 @@ Names and signals mirror Dolma's ``pii.py``:
 * ``pii_regex_v1`` / ``pii_regex_v2`` — spans ``EMAIL_ADDRESS``, ``PHONE_NUMBER``, ``IP_ADDRESS``
   after Dolma's post-processing (an email needs a ``.`` in its domain; a phone or IP match is
   dropped when ``isbn``, ``doi`` or ``#`` is within 100 characters; a phone match is dropped when
-  the document contains a URL), plus ``doc``: matches per whitespace-separated word (``v2``: -1
-  for an empty document instead of failing).
+  the document contains a URL), plus ``doc``: matches per whitespace-separated word (-1 for a
+  document without words; Dolma's ``v1`` fails on those, which is all its ``v2`` changed).
 * ``pii_regex_with_counts_v2`` — the same plus ``doc_count``: the number of matches.
 * ``pii_regex_with_counts_fast_v2`` — Dolma's per-paragraph variant: ``doc_count`` and
   ``doc_frac`` (fraction of characters inside matches).
 
-Difference on purpose: Dolma's URL pattern is a non-raw string whose ``\\b`` is a backspace
+Differences on purpose: ``doc_frac`` is the fraction of characters inside matches (Dolma's
+adds the whole-text ``doc_count`` span to the sum, so its value is 1 + this). Dolma's URL pattern is a non-raw string whose ``\\b`` is a backspace
 character, so its "contains a URL" rule practically never fires; feedline's URL pattern uses a
 real word boundary, so phone numbers in documents with URLs are dropped as Dolma intended.
 Each regex only runs when the text contains a character the pattern needs (``@``, a digit),
@@ -78,7 +79,8 @@ class PiiRegex(BaseTagger):
     """Email, phone and IP matches after Dolma's false-positive rules; ``doc``: matches per word."""
 
     def _score(self, text: str, spans: list[Span]) -> float:
-        return len(spans) / len(text.split())
+        words = len(text.split())
+        return len(spans) / words if words else -1.0  # Dolma's v1 raises ZeroDivisionError here
 
     def predict(self, doc: Document) -> DocResult:
         spans = _postprocess(doc.text, _raw_matches(doc.text))
@@ -88,11 +90,7 @@ class PiiRegex(BaseTagger):
 
 @add_tagger("pii_regex_v2")
 class PiiRegexV2(PiiRegex):
-    """``pii_regex_v1`` that scores an empty document -1 instead of failing."""
-
-    def _score(self, text: str, spans: list[Span]) -> float:
-        words = len(text.split())
-        return len(spans) / words if words else -1.0
+    """``pii_regex_v1`` under Dolma's v2 name (Dolma's v2 only fixed the empty-document score)."""
 
 
 @add_tagger("pii_regex_with_counts_v2")
@@ -128,7 +126,8 @@ class PiiRegexFast(BaseTagger):
                         if URL_REGEX.search(m.group(0)) is None:
                             spans.append(Span(m.start() + start, m.end() + start, IP))
         n = len(text)
-        spans.append(Span(0, n, "doc_count", float(len(spans))))
+        # Dolma sums after appending the whole-text doc_count span, so its doc_frac is 1 + this.
         frac = sum(s.end - s.start for s in spans) / n if n else -1.0
+        spans.append(Span(0, n, "doc_count", float(len(spans))))
         spans.append(Span(0, n, "doc_frac", frac))
         return DocResult(doc, spans)
