@@ -1,0 +1,51 @@
+"""Taggers used by the processor tests, loaded with --tagger-modules in subprocesses and workers.
+
+``test_slow_v1`` sleeps per document so a run can be killed mid-way. ``test_flaky_v1`` raises
+RetryableFailure the first FEEDLINE_TEST_FLAKY_TIMES times it sees each file's first document
+(counted in files under FEEDLINE_TEST_STATE). ``test_broken_v1`` raises a plain error on ids
+containing "bad".
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from feedline.curate.errors import RetryableFailure
+from feedline.curate.model import DocResult
+from feedline.curate.registry import add_tagger
+from feedline.curate.taggers.base import BaseTagger, whole
+
+
+@add_tagger("test_slow_v1")
+class Slow(BaseTagger):
+    """Sleeps, then reports the text length."""
+
+    def predict(self, doc):
+        time.sleep(float(os.environ.get("FEEDLINE_TEST_SLEEP", "0.02")))
+        return DocResult(doc, [whole(doc, "length", len(doc.text))])
+
+
+@add_tagger("test_flaky_v1")
+class Flaky(BaseTagger):
+    """Fails with RetryableFailure a set number of times per file."""
+
+    def predict(self, doc):
+        if doc.id.endswith("-0"):
+            state = Path(os.environ["FEEDLINE_TEST_STATE"]) / doc.id
+            seen = int(state.read_text()) if state.exists() else 0
+            state.write_text(str(seen + 1))
+            if seen < int(os.environ.get("FEEDLINE_TEST_FLAKY_TIMES", "1")):
+                raise RetryableFailure(f"transient failure {seen + 1} on {doc.id}")
+        return DocResult(doc, [whole(doc, "ok", 1)])
+
+
+@add_tagger("test_broken_v1")
+class Broken(BaseTagger):
+    """Raises a plain error on ids containing 'bad'."""
+
+    def predict(self, doc):
+        if "bad" in doc.id:
+            raise ValueError(f"cannot tag {doc.id}")
+        return DocResult(doc, [whole(doc, "ok", 1)])

@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from feedline.curate.errors import CurateError
+from feedline.curate.processor import run_tag
+from feedline.curate.registry import import_tagger_modules
+from feedline.curate.runtime import TagJob
+
+from .helpers import feedline_cmd, make_corpus, read_jsonl, run_feedline, tree_bytes, write_jsonl
+
+PLUGIN = str(Path(__file__).with_name("plugin_taggers.py"))
+import_tagger_modules([PLUGIN])
+
+
+def glob_of(root: Path) -> str:
+    return str(root / "documents" / "*.jsonl.gz")
+
+
+def test_rerun_skips_done_files_and_all_done_is_a_noop(tmp_path, caplog):
+    make_corpus(tmp_path, files=3, docs=10)
+    job = TagJob(("char_length_v1",), experiment="e")
+    first = run_tag([glob_of(tmp_path)], job)
+    assert len(first.processed) == 3 and first.documents == 30
+    markers = sorted((tmp_path / "attributes" / ".feedline-tag" / "e").iterdir())
+    assert [m.name for m in markers] == [f"shard_{i:03d}.jsonl.gz.done" for i in range(3)]
+    (tmp_path / "attributes" / ".feedline-tag" / "e" / "shard_001.jsonl.gz.done").unlink()
+    second = run_tag([glob_of(tmp_path)], job)
+    assert [Path(r.source).name for r in second.processed] == ["shard_001.jsonl.gz"]
+    assert len(second.done_before) == 2
+    third = run_tag([glob_of(tmp_path)], job)
+    assert third.processed == [] and "all 3 files already done" in third.summary()
+    # a different tagger set in the same experiment is a different job: everything reruns
+    fourth = run_tag([glob_of(tmp_path)], TagJob(("char_length_v1", "doc_count_v1"), experiment="e"))
+    assert len(fourth.processed) == 3
+
+
+def test_cli_all_done_says_so(tmp_path):
+    make_corpus(tmp_path, files=2, docs=3)
+    meta = tmp_path / "meta"
+    args = ("tag", "--documents", glob_of(tmp_path), "--taggers", "char_length_v1", "--metadata", str(meta))
+    first = run_feedline(*args)
+    assert "tagged 2 files (6 documents)" in first.stdout
+    assert sorted(p.name for p in meta.iterdir()) == ["shard_000.jsonl.gz.done", "shard_001.jsonl.gz.done"]
+    again = run_feedline(*args)
+    assert again.returncode == 0
+    assert f"all 2 files already done (markers in {meta}); nothing to do" in again.stdout
+
+
+def test_retries_only_on_retryable_failure(tmp_path, monkeypatch):
+    make_corpus(tmp_path, files=2, docs=3)
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setenv("FEEDLINE_TEST_STATE", str(state))
+    monkeypatch.setenv("FEEDLINE_TEST_FLAKY_TIMES", "1")
+    job = TagJob(("test_flaky_v1",), experiment="f", tagger_modules=(PLUGIN,))
+    report = run_tag([glob_of(tmp_path)], job, retries=1)
+    assert sorted(r.attempts for r in report.processed) == [2, 2]
+    shutil.rmtree(tmp_path / "attributes")
+    for f in state.iterdir():
+        f.unlink()
+    with pytest.raises(CurateError, match=r"transient failure 1 .*after 1 attempts"):
+        run_tag([glob_of(tmp_path)], job, retries=0)
+    # a plain error is never retried, even with retries left
+    write_jsonl(tmp_path / "documents" / "shard_009.jsonl.gz", [{"id": "bad-1", "text": "x"}])
+    report = run_tag([glob_of(tmp_path)], TagJob(("test_broken_v1",), experiment="b", tagger_modules=(PLUGIN,)),
+                     retries=3, skip_on_failure=True)
+    (failed,) = report.failed
+    assert failed.attempts == 1 and "cannot tag bad-1" in failed.error
+
+
+def test_skip_on_failure_reports_and_abort_names_the_file(tmp_path):
+    make_corpus(tmp_path, files=3, docs=5)
+    broken = tmp_path / "documents" / "shard_001.jsonl.gz"
+    broken.write_bytes(broken.read_bytes()[:-30])
+    args = ("tag", "--documents", glob_of(tmp_path), "--taggers", "char_length_v1", "--experiment", "s")
+    proc = run_feedline(*args, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().startswith("feedline: error: ")
+    assert "shard_001.jsonl.gz: truncated or corrupt" in proc.stderr and "--skip-on-failure" in proc.stderr
+    proc = run_feedline(*args, "--skip-on-failure", check=False)
+    assert proc.returncode == 3
+    # files finished before the abort stay done; the rest are tagged now; the broken one is reported
+    assert "1 FAILED and skipped" in proc.stdout
+    tagged = int(proc.stdout.split("tagged ")[1].split(" files")[0])
+    already = int(proc.stdout.split("; ")[1].split(" already done")[0])
+    assert tagged + already == 2
+    assert "shard_001.jsonl.gz: truncated or corrupt" in proc.stdout
+    attrs = tmp_path / "attributes" / "s"
+    assert sorted(p.name for p in attrs.iterdir()) == ["shard_000.jsonl.gz", "shard_002.jsonl.gz"]
+
+
+def test_kill_9_mid_run_then_resume_gives_identical_output(tmp_path):
+    reference, victim = tmp_path / "ref", tmp_path / "victim"
+    make_corpus(reference, files=5, docs=15, seed=11)
+    shutil.copytree(reference / "documents", victim / "documents")
+    env = dict(os.environ, FEEDLINE_TEST_SLEEP="0.03")
+    common = ("--taggers", "test_slow_v1", "gopher_v1", "pii_regex_v2", "--experiment", "k",
+              "--tagger-modules", PLUGIN)
+    run_feedline("tag", "--documents", glob_of(reference), *common, env=env)
+    expected = tree_bytes(reference / "attributes")
+    assert len(expected) == 5
+
+    markers = victim / "attributes" / ".feedline-tag" / "k"
+    proc = subprocess.Popen(feedline_cmd("tag", "--documents", glob_of(victim), *common), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (markers.exists() and len(list(markers.iterdir())) >= 2):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    done_before = len(list(markers.iterdir()))
+    assert 2 <= done_before < 5, "the run was not interrupted mid-way"
+    # every attribute file in place is complete; partial ones only exist as hidden temp files
+    in_place = tree_bytes(victim / "attributes")
+    assert in_place and all(expected[name] == data for name, data in in_place.items())
+
+    resumed = run_feedline("tag", "--documents", glob_of(victim), *common, env=env)
+    assert f"tagged {5 - done_before} files" in resumed.stdout and f"{done_before} already done" in resumed.stdout
+    assert tree_bytes(victim / "attributes") == expected
+    leftovers = [p.name for p in (victim / "attributes" / "k").iterdir() if p.name.startswith(".")]
+    assert leftovers == []
+
+
+def test_spawn_pool_gives_the_same_output(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    make_corpus(one, files=4, docs=20, seed=5)
+    shutil.copytree(one / "documents", two / "documents")
+    taggers = ("--taggers", "char_length_with_paragraphs_v1", "whitespace_tokenizer_v1", "c4_v2", "--experiment", "p")
+    run_feedline("tag", "--documents", glob_of(one), *taggers)
+    out = run_feedline("tag", "--documents", glob_of(two), *taggers, "--processes", "2")
+    assert "tagged 4 files (80 documents)" in out.stdout
+    assert tree_bytes(one / "attributes") == tree_bytes(two / "attributes")
+    assert len(read_jsonl(two / "attributes" / "p" / "shard_003.jsonl.gz")) == 20
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path):
+    make_corpus(tmp_path, files=1, docs=2)
+    for args, message in [
+        (("--taggers", "nope_v1"), "unknown tagger 'nope_v1'"),
+        (("--taggers", "char_length_v1", "--experiment", "a__b"), "invalid experiment name"),
+        (("--taggers", "char_length_v1", "--processes", "0"), "--processes must be at least 1"),
+    ]:
+        proc = run_feedline("tag", "--documents", glob_of(tmp_path), *args, check=False)
+        assert proc.returncode == 1 and proc.stderr.strip() == f"feedline: error: {proc.stderr.strip()[17:]}"
+        assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    proc = run_feedline("tag", "--documents", str(tmp_path / "nothing" / "*.gz"), "--taggers", "char_length_v1",
+                        check=False)
+    assert "matches no files" in proc.stderr
