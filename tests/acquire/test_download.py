@@ -311,7 +311,8 @@ def test_checkpoint_never_ahead_of_the_data(nginx_server, tmp_path):
 
     download_shard(f"{nginx_server.url}/cadence.bin", dest, checkpoint_bytes=MiB, on_bytes=on_bytes)
     assert dest.read_bytes() == data
-    assert {v for v, _ in seen} == {k * MiB for k in range(1, SIZE // MiB)}
+    # at most one per MiB (a checkpoint is skipped while the previous fsync still runs)
+    assert seen and {v for v, _ in seen} <= {k * MiB for k in range(1, SIZE // MiB)}
     assert all(ok for _, ok in seen)
 
 

@@ -19,7 +19,8 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BUFFER_BYTES = 1 << 20  # one reused read buffer; 1 MiB reaches loopback line rate
 DEFAULT_CHECKPOINT_BYTES = 32 << 20  # fsync + checkpoint cadence: at most this much is re-fetched
+HASH_BUFFERS = 4  # read-ahead ring: the hash thread may lag the network by this many buffers
 MAX_RESTARTS = 3  # a source that changes under us more often than this is not downloadable now
 
 
@@ -104,6 +106,13 @@ def download_shard(
         return job.run()
 
 
+def _drain(pending: list[Future[None] | None]) -> None:
+    for index, future in enumerate(pending):
+        if future is not None:
+            future.result()
+            pending[index] = None
+
+
 class _Download:
     def __init__(
         self,
@@ -130,10 +139,23 @@ class _Download:
         self.restarts = 0
         self.reused = 0
         self.hasher: Any = hashlib.sha256()
+        self.views = [memoryview(buffer)] + [
+            memoryview(bytearray(len(buffer))) for _ in range(HASH_BUFFERS - 1)
+        ]
+        self.hash_pool = ThreadPoolExecutor(1, thread_name_prefix="feedline-sha256")
+        self.ckpt_pool = ThreadPoolExecutor(1, thread_name_prefix="feedline-ckpt")
+        self.ckpt_future: Future[None] | None = None
         self.rng = random.Random()
 
     # -- entry -------------------------------------------------------------------------------
     def run(self) -> ShardResult:
+        try:
+            return self._run()
+        finally:
+            self.hash_pool.shutdown()
+            self.ckpt_pool.shutdown()
+
+    def _run(self) -> ShardResult:
         if self.dest.exists() and not self.part.exists():
             remove_quietly(self.ckpt_path)  # a stale checkpoint of a run that finished
             done = self._existing()
@@ -144,7 +166,10 @@ class _Download:
         with open(self.part, "r+b" if self.part.exists() else "w+b") as handle:
             handle.truncate(offset)
             handle.seek(offset)
-            total = self._transfer(handle, offset, ckpt)
+            try:
+                total = self._transfer(handle, offset, ckpt)
+            finally:
+                self._wait_checkpoint()
             handle.flush()
             os.fsync(handle.fileno())
         return self._finish(total, ckpt)
@@ -266,6 +291,7 @@ class _Download:
             return offset
 
     def _restart(self, handle: Any, ckpt: Checkpoint, why: str) -> int:
+        self._wait_checkpoint()  # no late checkpoint of the old bytes after this point
         self.restarts += 1
         if self.restarts > MAX_RESTARTS + 1:
             raise DownloadError(
@@ -303,43 +329,82 @@ class _Download:
         ckpt.version_id = body.version_id
 
     def _stream(self, handle: Any, body: Body, offset: int, ckpt: Checkpoint) -> int:
-        view = memoryview(self.buffer)
-        write, update, readinto = handle.write, self.hasher.update, body.readinto
+        """Read into a ring of buffers; hash each one on a helper thread while the next is read.
+
+        sha256 and the network both release the GIL, so hashing costs no wall time on a second
+        core; a buffer is reused only after its hash update finished.
+        """
+        views = self.views
+        pending: list[Future[None] | None] = [None] * len(views)
+        submit, update = self.hash_pool.submit, self.hasher.update
+        write, readinto = handle.write, body.readinto
         next_checkpoint = offset + self.checkpoint_bytes
         total = body.total
         on_bytes = self.on_bytes
-        while True:
-            want = len(view) if total is None else min(len(view), total - offset)
-            if want <= 0:
-                break
-            got = readinto(view[:want])
-            if not got:
-                break
-            chunk = view[:got]
-            write(chunk)
-            update(chunk)
-            offset += got
-            self.fetched += got
-            if on_bytes is not None:
-                on_bytes(got)
-            if offset >= next_checkpoint:
-                self._save(handle, offset, ckpt)
-                next_checkpoint = offset + self.checkpoint_bytes
-        if total is not None and offset == total:
-            extra = readinto(view[:1]) if total > 0 else 0
-            if extra:
+        slot = 0
+        try:
+            while True:
+                view = views[slot]
+                want = len(view) if total is None else min(len(view), total - offset)
+                if want <= 0:
+                    break
+                if pending[slot] is not None:
+                    pending[slot].result()  # type: ignore[union-attr]
+                got = readinto(view[:want])
+                if not got:
+                    break
+                chunk = view[:got]
+                write(chunk)
+                pending[slot] = submit(update, chunk)
+                slot = (slot + 1) % len(views)
+                offset += got
+                self.fetched += got
+                if on_bytes is not None:
+                    on_bytes(got)
+                if offset >= next_checkpoint:
+                    _drain(pending)
+                    self._checkpoint_in_background(handle, offset, ckpt)
+                    next_checkpoint = offset + self.checkpoint_bytes
+            if total is not None and offset == total and total > 0 and readinto(views[0][:1]):
                 raise DownloadError(f"{self.source.url}: server sent more than its {total} bytes")
+        finally:
+            _drain(pending)
         return offset
+
+    def _checkpoint_in_background(self, handle: Any, offset: int, ckpt: Checkpoint) -> None:
+        """fsync + checkpoint on a helper thread; skipped while the previous one still runs."""
+        if not ckpt.has_validator or (self.ckpt_future is not None and not self.ckpt_future.done()):
+            return
+        self._wait_checkpoint()  # surface an error of the previous one
+        handle.flush()  # everything up to ``offset`` is in the OS; fsync below makes it durable
+        snapshot = replace(
+            ckpt, verified_bytes=offset, sha256_prefix=self.hasher.copy().hexdigest()
+        )
+        self.ckpt_future = self.ckpt_pool.submit(self._durable, handle.fileno(), snapshot)
+
+    def _durable(self, fd: int, snapshot: Checkpoint) -> None:
+        os.fsync(fd)
+        snapshot.save(self.ckpt_path)
+
+    def _wait_checkpoint(self) -> None:
+        future, self.ckpt_future = self.ckpt_future, None
+        if future is None:
+            return
+        try:
+            future.result()
+        except OSError as exc:
+            raise DownloadError(f"{self.ckpt_path}: cannot write the checkpoint: {exc}") from None
 
     def _save(self, handle: Any, offset: int, ckpt: Checkpoint) -> None:
         """Make ``offset`` bytes durable, *then* promise them in the checkpoint."""
+        self._wait_checkpoint()
         if offset == 0 or not ckpt.has_validator:
             return
         handle.flush()
         os.fsync(handle.fileno())
-        ckpt.verified_bytes = offset
-        ckpt.sha256_prefix = self.hasher.copy().hexdigest()
-        ckpt.save(self.ckpt_path)
+        replace(ckpt, verified_bytes=offset, sha256_prefix=self.hasher.copy().hexdigest()).save(
+            self.ckpt_path
+        )
 
     # -- completion --------------------------------------------------------------------------
     def _finish(self, total: int, ckpt: Checkpoint) -> ShardResult:
