@@ -118,7 +118,7 @@ KEPT = Verdict("kept")
 
 
 class _ShingleSpill:
-    """Append-only store of kept documents' sorted shingle sets in an anonymous temp file."""
+    """Append-only store of kept documents' shingle hashes in an anonymous temp file."""
 
     def __init__(self, directory: str | None) -> None:
         self._file = tempfile.TemporaryFile(dir=directory)  # noqa: SIM115 - lives with the index
@@ -136,28 +136,24 @@ class _ShingleSpill:
             self.lengths = np.concatenate(
                 [self.lengths, np.zeros(grow - len(self.lengths), np.uint32)]
             )
-        # One sort for all rows: (position << 32 | hash) sorted and made unique gives every
-        # row's sorted set, rows in order.
-        counts = batch.offsets[rows + 1] - batch.offsets[rows]
+        # Raw shingle hashes (repeats included); sorting waits until a candidate needs them.
+        lengths = batch.offsets[rows + 1] - batch.offsets[rows]
         take = np.repeat(
-            batch.offsets[rows] - np.concatenate(([0], np.cumsum(counts)[:-1])), counts
+            batch.offsets[rows] - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths
         )
         take += np.arange(len(take))
-        tagged = np.repeat(np.arange(len(rows), dtype=np.uint64), counts) << np.uint64(32)
-        tagged |= batch.hashes[take].astype(np.uint64)
-        unique = _sorted_unique(tagged)
-        lengths = np.bincount((unique >> np.uint64(32)).astype(np.int64), minlength=len(rows))
         starts = self._size + 4 * np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        blob = (unique & np.uint64(0xFFFFFFFF)).astype(np.uint32).tobytes()
+        blob = batch.hashes[take].tobytes()
         os.pwrite(self._fd, blob, self._size)
         self._size += len(blob)
         self.offsets[internal] = starts
         self.lengths[internal] = lengths
 
     def get(self, internal: int) -> np.ndarray:
+        """Sorted distinct shingle hashes of a stored document."""
         n = int(self.lengths[internal])
         data = os.pread(self._fd, 4 * n, int(self.offsets[internal]))
-        return np.frombuffer(data, dtype=np.uint32)
+        return _sorted_unique(np.frombuffer(data, dtype=np.uint32).copy())
 
     @property
     def nbytes(self) -> int:

@@ -63,6 +63,8 @@ def normalize_words(text: str) -> list[str]:
 # Bytes that str.split() treats as whitespace in ASCII text.
 _IS_SPACE = np.zeros(256, dtype=bool)
 _IS_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+_IS_WORD = ~_IS_SPACE
+_BYTE_VALUE = np.arange(1, 257, dtype=np.uint64)  # byte + 1, so NUL bytes still count
 _WORD_BASE = np.uint64(0x9E3779B97F4A7C15)  # odd, so it is invertible modulo 2**64
 _WORD_BASE_INV = np.uint64(pow(int(_WORD_BASE), -1, 2**64))
 _SUB_BATCH_BYTES = 256 * 1024  # text tokenised per numpy pass: keeps temporaries in cache
@@ -142,24 +144,26 @@ def _sequence_keys(words: np.ndarray, bounds: np.ndarray) -> np.ndarray:
 
 
 def _word_hashes_of(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    doc_lengths = np.fromiter(map(len, (p.encode("utf-8") for p in parts)), np.int64, len(parts))
-    data = np.frombuffer("\n".join(parts).encode("utf-8"), dtype=np.uint8)
+    doc_lengths = np.fromiter(
+        (len(p) if p.isascii() else len(p.encode("utf-8")) for p in parts), np.int64, len(parts)
+    )
+    # a trailing newline ends the last word, so every word start has an end
+    data = np.frombuffer(("\n".join(parts) + "\n").encode("utf-8"), dtype=np.uint8)
     doc_starts = np.zeros(len(parts), dtype=np.int64)
     np.cumsum(doc_lengths[:-1] + 1, out=doc_starts[1:])
-    word = ~_IS_SPACE[data]
-    edges = np.diff(word.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+    edges = np.diff(_IS_WORD[data].view(np.int8), prepend=np.int8(0))
     starts = np.flatnonzero(edges == 1)
     ends = np.flatnonzero(edges == -1)
     prefix = np.zeros(len(data) + 1, dtype=np.uint64)
-    terms = data.astype(np.uint64)
-    terms += np.uint64(1)
-    terms *= _POW.upto(len(data))
+    terms = _BYTE_VALUE[data]
+    np.multiply(terms, _POW.upto(len(data)), out=terms)
     np.cumsum(terms, out=prefix[1:])
     raw = prefix[ends] - prefix[starts]
     raw *= _POW_INV.upto(len(data))[starts]
     raw += (ends - starts).astype(np.uint64)
-    owner = np.searchsorted(doc_starts, starts, side="right") - 1
-    return _mix64(raw), np.bincount(owner, minlength=len(parts)).astype(np.int64)
+    first_word = np.searchsorted(starts, doc_starts)
+    counts = np.diff(first_word, append=len(starts)).astype(np.int64)
+    return _mix64(raw), counts
 
 
 @dataclass(frozen=True)
