@@ -9,7 +9,9 @@ end. When every file is already done the run is a no-op that says so.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
+import hashlib
 import json
 import logging
 import os
@@ -190,6 +192,10 @@ def run_tag(
     metadata = metadata or default_metadata_dir(sources, job)
     tasks = plan_tasks(sources, metadata)
     report = RunReport(total=len(tasks), metadata=metadata)
+    corpus_taggers = [get_tagger(n) for n in job.taggers if get_tagger(n).needs_corpus_pass]
+    if corpus_taggers:
+        listing = json.dumps([[s, files.size_of(s)] for s in sources]).encode()
+        job = dataclasses.replace(job, corpus_digest=hashlib.sha256(listing).hexdigest()[:16])
     signature = job.signature()
     pending = []
     for task in tasks:
@@ -200,6 +206,10 @@ def run_tag(
     if not pending:
         log.info(report.summary())
         return report
+    job = dataclasses.replace(job, workdir=metadata)
+    for tagger_class in corpus_taggers:
+        log.info("%s: corpus pass over %d files", tagger_class.name, len(sources))
+        tagger_class.prepare_corpus(sources, metadata)
     random.Random(seed).shuffle(pending)  # spreads big files out for a steadier ETA; output order is unaffected
     if executor == "ray":
         from feedline.curate.executors import run_ray

@@ -37,6 +37,11 @@ class TagJob:
     tagger_modules: tuple[str, ...] = ()
     progress_every_docs: int = 1000
     progress_every_s: float = 2.0
+    #: The run's metadata folder, where corpus-pass taggers keep their results.
+    workdir: str | None = None
+    #: Digest of the run's file list and sizes, set when a tagger has a corpus pass: its scores
+    #: depend on every file, so markers of a different corpus do not count.
+    corpus_digest: str | None = None
 
     def __post_init__(self) -> None:
         if not self.taggers:
@@ -51,7 +56,12 @@ class TagJob:
 
     def signature(self) -> dict[str, object]:
         """What a ``.done`` marker must match for a file to count as done."""
-        return {"taggers": sorted(self.taggers), "experiment": self.experiment, "destination": self.destination}
+        signature: dict[str, object] = {
+            "taggers": sorted(self.taggers), "experiment": self.experiment, "destination": self.destination
+        }
+        if self.corpus_digest:
+            signature["corpus"] = self.corpus_digest
+        return signature
 
 
 def _split_documents(path: str) -> tuple[str, str] | None:
@@ -149,6 +159,8 @@ class FileTagger:
                 _remove_stale_temps(path)
                 prefixed = [(f"{self.job.experiment_of(n)}{KEY_SEPARATOR}{n}{KEY_SEPARATOR}", self.taggers[n]) for n in names]
                 outputs.append(_Output(path, prefixed))
+            for tagger in self.taggers.values():
+                tagger.begin_file(src, self.job.workdir)
             count = self._run(src, outputs, progress)
             for out in outputs:
                 out.sink.commit()

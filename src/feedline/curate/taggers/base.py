@@ -17,6 +17,16 @@ class BaseTagger:
     name: ClassVar[str] = ""
     needs_metadata: ClassVar[bool] = False
     defaults: ClassVar[tuple[str, ...]] = ()
+    #: True for taggers that measure a document against the whole run (e.g. near duplicates):
+    #: the processor calls ``prepare_corpus(sources, workdir)`` once before files are tagged.
+    needs_corpus_pass: ClassVar[bool] = False
+
+    @classmethod
+    def prepare_corpus(cls, sources: list[str], workdir: str) -> None:
+        """A pass over every document of the run, before any file is tagged (default: none)."""
+
+    def begin_file(self, source: str, workdir: str | None) -> None:
+        """Called before the first row of each file (default: nothing)."""
 
     def predict(self, doc: Document) -> DocResult:
         raise NotImplementedError
