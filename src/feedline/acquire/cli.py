@@ -87,6 +87,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         expected_sha256=read_expected_sha256(args.expected_sha256) if args.expected_sha256 else {},
         skip_bad_lines=args.skip_bad_lines,
         checkpoint_bytes=max(1 << 20, int(args.checkpoint_mb * (1 << 20))),
+        fsync=not args.no_fsync,
     )
     manifest = run(config)
     print(manifest, file=sys.stdout)
@@ -130,6 +131,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=DEFAULT_CHECKPOINT_BYTES / (1 << 20),
         help="fsync + checkpoint every this many MiB (default %(default)g)",
+    )
+    parser.add_argument(
+        "--no-fsync",
+        action="store_true",
+        help="do not wait for the disk before checkpoints (resume stays verified; an OS crash "
+        "may cost the progress)",
     )
     group = parser.add_argument_group("dedup")
     group.add_argument("--dedup", action="store_true", help="drop exact and near duplicates")

@@ -51,6 +51,7 @@ class RunConfig:
     storage_options: dict[str, Any] = field(default_factory=dict)
     checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES
     progress: bool | None = None  # None: a bar when stderr is a terminal
+    fsync: bool = True
 
     @property
     def manifest(self) -> Path:
@@ -149,6 +150,7 @@ def download_all(config: RunConfig) -> list[ShardResult]:
             storage_options=config.storage_options,
             checkpoint_bytes=config.checkpoint_bytes,
             on_bytes=progress.update,
+            fsync=config.fsync,
         )
 
     results: dict[str, ShardResult] = {}
@@ -283,6 +285,7 @@ def run(config: RunConfig) -> Path:
         "workers": config.workers,
         "skip_bad_lines": config.skip_bad_lines,
         "checkpoint_bytes": config.checkpoint_bytes,
+        "fsync": config.fsync,
         "dedup": None,
     }
     verdicts: VerdictWriter | None = None
