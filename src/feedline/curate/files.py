@@ -215,8 +215,13 @@ class AtomicOutput:
             self._buffered = 0
 
     def compressed_size(self) -> int:
-        """Bytes written to disk so far (compressed), for size-capped shards."""
+        """Exact compressed bytes so far: flushes the compressor to a block boundary (a few bytes
+        of overhead), so callers should ask rarely (see the mixer's size estimate)."""
         self._flush_buffer()
+        if self.compression == "gz":
+            self._sink.flush(zlib.Z_SYNC_FLUSH)  # type: ignore[call-arg]
+        elif self._zstd is not None:
+            self._zstd.flush(zstandard.FLUSH_BLOCK)
         return self._raw.tell()
 
     def _close_streams(self) -> None:

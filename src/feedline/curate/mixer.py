@@ -4,8 +4,8 @@ Reads Dolma's ``mix`` config (``streams[]``: ``name``, ``documents``, ``attribut
 ``filter.include/exclude``, ``span_replacement[]``, ``output{path, max_size_in_bytes,
 discard_fields, min_text_length}``). Differences from Dolma on purpose: numbers compare by value
 (see :mod:`~feedline.curate.jsonpath`), each expression is compiled once per run, a short, long
-or misaligned attribute file is an error naming both files, shards are cut by *output* bytes and
-all named ``<name>-NNNN.jsonl.gz`` (or ``.jsonl.zst``), and each shard appears atomically.
+or misaligned attribute file is an error naming both files, shards are cut by *output* bytes
+(a shard closes once its compressed size reaches ``max_size_in_bytes``) and all named ``<name>-NNNN.jsonl.gz`` (or ``.jsonl.zst``), and each shard appears atomically.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import yaml
 from feedline.curate import files
 from feedline.curate.errors import AlignmentError, CurateError
 from feedline.curate.jsonpath import JsonPath
-from feedline.curate.runtime import attribute_path
+from feedline.curate.runtime import attribute_path, relative_name
 
 log = logging.getLogger("feedline.curate")
 _EXTENSIONS = {"gz": ".jsonl.gz", "zst": ".jsonl.zst", "": ".jsonl"}
@@ -212,7 +212,9 @@ class _ShardWriter:
         self.bytes_written = 0
         self.current: files.AtomicOutput | None = None
         self.since_check = 0
-        self.check_every = max(1, min(stream.max_size_in_bytes // 16, 1 << 20))
+        self.uncompressed = 0
+        self.ratio = 1.0  # compressed / uncompressed, refined by each measurement
+        self.check_every = max(1, min(stream.max_size_in_bytes // 64, 1 << 18))
 
     def _open(self) -> files.AtomicOutput:
         path = f"{self.stream.output_path}/{self.stream.name}-{len(self.shards):04d}{self.ext}"
@@ -222,12 +224,19 @@ class _ShardWriter:
     def write(self, line: bytes) -> None:
         if self.current is None:
             self.current = self._open()
+            self.uncompressed = 0
         self.current.write(line)
+        self.uncompressed += len(line)
         self.since_check += len(line)
         if self.since_check >= self.check_every:
             self.since_check = 0
-            if self.current.compressed_size() >= self.stream.max_size_in_bytes:
-                self._close()
+            # Estimate from the last measured ratio; measure exactly (a compressor flush) only
+            # when the estimate gets close, so a shard costs a handful of flushes.
+            if self.uncompressed * self.ratio >= 0.9 * self.stream.max_size_in_bytes:
+                size = self.current.compressed_size()
+                self.ratio = max(size / self.uncompressed, 1e-3)
+                if size >= self.stream.max_size_in_bytes:
+                    self._close()
 
     def _close(self) -> None:
         if self.current is not None:
@@ -238,22 +247,23 @@ class _ShardWriter:
     def finish(self) -> None:
         self._close()
         if not files.is_remote(self.stream.output_path):
-            _remove_stale_shards(self.stream, len(self.shards))
+            _remove_stale_shards(self.stream, self.shards)
 
     def abort(self) -> None:
         if self.current is not None:
             self.current.abort()
 
 
-def _remove_stale_shards(stream: StreamConfig, produced: int) -> None:
-    """Shards a previous, larger run left behind would otherwise be read as part of this mix."""
+def _remove_stale_shards(stream: StreamConfig, produced: list[str]) -> None:
+    """Shards a previous run left behind (more of them, or another compression) would otherwise
+    be read as part of this mix."""
     folder = stream.output_path
     if not os.path.isdir(folder):
         return
-    pattern = re.compile(rf"^{re.escape(stream.name)}-(\d{{4,}})\.jsonl(\.gz|\.zst)?$")
+    keep = {os.path.basename(p) for p in produced}
+    pattern = re.compile(rf"^{re.escape(stream.name)}-\d{{4,}}\.jsonl(\.gz|\.zst)?$")
     for name in os.listdir(folder):
-        m = pattern.match(name)
-        if m and int(m.group(1)) >= produced:
+        if pattern.match(name) and name not in keep:
             os.unlink(os.path.join(folder, name))
 
 
@@ -276,6 +286,7 @@ def mix_stream(stream: StreamConfig) -> StreamReport:
     try:
         for doc_path in files.expand(stream.documents):
             attr_paths = [attribute_path(doc_path, exp) for exp in stream.attributes]
+            provenance = relative_name(doc_path, "")  # Dolma's form: the path below documents/
             with contextlib.ExitStack() as stack:
                 attr_readers = _attribute_lines(attr_paths, stack)
                 doc_lines = stack.enter_context(files.open_lines(doc_path))
@@ -298,7 +309,7 @@ def mix_stream(stream: StreamConfig) -> StreamReport:
                     metadata = row.get("metadata")
                     if not isinstance(metadata, dict):
                         metadata = row["metadata"] = {}
-                    metadata["provenance"] = f"{doc_path}:{line_no}"
+                    metadata["provenance"] = f"{provenance}:{line_no}"
                     for name in discard:
                         row.pop(name, None)
                     writer.write(orjson.dumps(row) + b"\n")

@@ -1,0 +1,267 @@
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from feedline.curate.errors import AlignmentError, CurateError
+from feedline.curate.jsonpath import JsonPath
+from feedline.curate.mixer import load_config, parse_config, replace_spans, run_mix
+from feedline.curate.processor import run_tag
+from feedline.curate.runtime import TagJob
+
+from .helpers import make_corpus, read_jsonl, run_feedline, write_jsonl
+
+SAMPLE = Path(__file__).with_name("data") / "dolma_sample"
+
+
+def stream(root: Path, **overrides) -> dict:
+    config = {
+        "name": "mix",
+        "documents": [str(root / "documents" / "*.jsonl*")],
+        "attributes": ["e"],
+        "output": {"path": str(root / "out"), "max_size_in_bytes": 1 << 30},
+    }
+    config.update(overrides)
+    return {"streams": [config]}
+
+
+def mixed_rows(root: Path, name: str = "mix") -> list[dict]:
+    rows = []
+    for shard in sorted((root / "out").glob(f"{name}-*")):
+        rows.extend(read_jsonl(shard))
+    return rows
+
+
+# ---- property: kept documents are exactly what the expressions say ------------------------------
+
+values = st.one_of(st.none(), st.just("empty"), st.sampled_from([0, 1, 2, 3]),
+                   st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]))
+literals = st.sampled_from(["0", "1", "1.0", "1.5", "2", "2.0", "-1", "3"])
+ops = st.sampled_from(["<", "<=", ">", ">=", "==", "!="])
+
+
+def attr(value):
+    if value is None:
+        return {}
+    if value == "empty":
+        return {"e__t__a": []}
+    return {"e__t__a": [[0, 1, value]]}
+
+
+def expected_keep(a, b, inc, exc) -> bool:
+    """Independent evaluation: Python comparisons on the raw values, missing -> no match."""
+    import operator
+
+    table = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+             "!=": operator.ne}
+    (inc_op, inc_lit), (exc_op, exc_lit) = inc, exc
+    included = a not in (None, "empty") and table[inc_op](a, float(inc_lit))
+    excluded = b not in (None, "empty") and table[exc_op](b, float(exc_lit))
+    return included and not excluded
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(st.tuples(values, values), min_size=1, max_size=25),
+    inc=st.tuples(ops, literals),
+    exc=st.tuples(ops, literals),
+)
+def test_kept_documents_are_exactly_those_the_filters_select(rows, inc, exc):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        docs = [{"id": f"d{i}", "text": f"text {i}"} for i in range(len(rows))]
+        write_jsonl(root / "documents" / "a.jsonl", docs)
+        write_jsonl(root / "attributes" / "e" / "a.jsonl",
+                    [{"id": d["id"], "attributes": {**attr(a), **{k.replace("__a", "__b"): v for k, v in attr(b).items()}}}
+                     for d, (a, b) in zip(docs, rows, strict=True)])
+        config = stream(root, filter={
+            "include": [f"$.attributes[?(@.e__t__a[0][2] {inc[0]} {inc[1]})]"],
+            "exclude": [f"$.attributes[?(@.e__t__b && @.e__t__b[0] && @.e__t__b[0][2] {exc[0]} {exc[1]})]"],
+        })
+        run_mix(parse_config(config))
+        kept = [r["id"] for r in mixed_rows(root)]
+        assert kept == [d["id"] for d, (a, b) in zip(docs, rows, strict=True) if expected_keep(a, b, inc, exc)]
+
+
+@pytest.mark.parametrize(
+    ("score", "rule", "dropped"),
+    [(1, ">= 1.0", True), (1.0, ">= 1", True), (1, "== 1.0", True), (2, "> 1.5", True), (1, "> 1.0", False),
+     (0.99999, ">= 1", False), (3, "< 3.0", False), (3, "<= 3.0", True)],
+)
+def test_integer_and_float_compare_by_value(tmp_path, score, rule, dropped):
+    write_jsonl(tmp_path / "documents" / "a.jsonl", [{"id": "1", "text": "x"}])
+    write_jsonl(tmp_path / "attributes" / "e" / "a.jsonl", [{"id": "1", "attributes": {"dup": [[0, 1, score]]}}])
+    run_mix(parse_config(stream(tmp_path, filter={"exclude": [f"$.attributes[?(@.dup[0][2] {rule})]"]})))
+    assert (mixed_rows(tmp_path) == []) is dropped
+
+
+# ---- alignment ----------------------------------------------------------------------------------
+
+def test_short_attribute_file_is_an_error_naming_both_files(tmp_path):
+    write_jsonl(tmp_path / "documents" / "a.jsonl.gz", [{"id": str(i), "text": "t"} for i in range(5)])
+    write_jsonl(tmp_path / "attributes" / "e" / "a.jsonl.gz", [{"id": str(i), "attributes": {}} for i in range(3)])
+    with pytest.raises(AlignmentError) as err:
+        run_mix(parse_config(stream(tmp_path)))
+    message = str(err.value)
+    assert "attributes/e/a.jsonl.gz ends at line 3" in message and "documents/a.jsonl.gz" in message
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
+def test_misaligned_ids_and_long_attribute_file(tmp_path):
+    write_jsonl(tmp_path / "documents" / "a.jsonl", [{"id": "1", "text": "t"}, {"id": "2", "text": "t"}])
+    write_jsonl(tmp_path / "attributes" / "e" / "a.jsonl", [{"id": "1", "attributes": {}}, {"id": "3", "attributes": {}}])
+    with pytest.raises(AlignmentError, match=r"attributes/e/a\.jsonl line 2 has id '3' but .*documents/a\.jsonl line 2 has id '2'"):
+        run_mix(parse_config(stream(tmp_path)))
+    write_jsonl(tmp_path / "attributes" / "e" / "a.jsonl", [{"id": str(i), "attributes": {}} for i in (1, 2, 3)])
+    with pytest.raises(AlignmentError, match="has more rows than"):
+        run_mix(parse_config(stream(tmp_path)))
+    (tmp_path / "attributes" / "e" / "a.jsonl").unlink()
+    with pytest.raises(CurateError, match="attribute file missing"):
+        run_mix(parse_config(stream(tmp_path)))
+
+
+# ---- span replacement ---------------------------------------------------------------------------
+
+def test_span_replacement_uses_code_point_offsets():
+    text = "Zoë → café ☃ mail: ünï@exämple.org done"
+    start = text.index("ünï")
+    end = start + len("ünï@exämple.org")
+    snow = text.index("☃")
+    row = {"attributes": {"pii": [[start, end, 1.0]], "low": [[0, 3, 0.1]], "sym": [[snow, snow + 1, 0.9]]}}
+    rules = parse_config({"streams": [{"name": "s", "documents": ["x"], "output": {"path": "o"}, "span_replacement": [
+        {"span": "$.attributes.pii", "min_score": 0.5, "replacement": "<{}>"},
+        {"span": "$.attributes.low", "min_score": 0.5, "replacement": "NO"},
+        {"span": "$.attributes.sym", "max_score": 0.95, "replacement": ""},
+    ]}]})[0].span_replacement
+    out = replace_spans(text, row, rules)
+    assert out == "Zoë → café  mail: <ünï@exämple.org> done"
+
+
+def test_overlapping_spans_replace_the_earliest(tmp_path):
+    rules = [r for r in parse_config({"streams": [{"name": "s", "documents": ["x"], "output": {"path": "o"},
+              "span_replacement": [{"span": "$.attributes.a", "min_score": 0, "replacement": "#"}]}]})[0].span_replacement]
+    assert replace_spans("abcdefgh", {"attributes": {"a": [[4, 6, 1], [1, 5, 1], [6, 7, 1]]}}, rules) == "a#f#h"
+    assert isinstance(rules[0].span, JsonPath)
+
+
+# ---- output -------------------------------------------------------------------------------------
+
+def test_shards_are_sized_by_output_bytes_and_named_consistently(tmp_path):
+    make_corpus(tmp_path, files=2, docs=200, seed=2)
+    run_tag([str(tmp_path / "documents" / "*.gz")], TagJob(("char_length_v1",), experiment="e"))
+    config = stream(tmp_path, output={"path": str(tmp_path / "out"), "max_size_in_bytes": 20_000,
+                                      "discard_fields": ["attributes"]})
+    report = run_mix(parse_config(config))
+    shards = sorted((tmp_path / "out").iterdir())
+    assert [p.name for p in shards] == [f"mix-{i:04d}.jsonl.gz" for i in range(len(shards))]
+    sizes = [p.stat().st_size for p in shards]
+    assert len(shards) >= 2, sizes
+    assert all(size >= 20_000 for size in sizes[:-1]), sizes
+    assert all(size < 20_000 * 1.6 for size in sizes), sizes
+    rows = mixed_rows(tmp_path)
+    assert len(rows) == 400 == report.streams[0].kept
+    assert "attributes" not in rows[0]
+    assert rows[0]["metadata"]["provenance"] == "shard_000.jsonl.gz:1"
+    assert rows[-1]["metadata"]["provenance"] == "shard_001.jsonl.gz:200"
+    # zstd output and a smaller rerun removes the stale shards of the bigger one
+    config["streams"][0]["output"].update(max_size_in_bytes=1 << 30, compression="zst")
+    run_mix(parse_config(config))
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["mix-0000.jsonl.zst"]
+    assert len(read_jsonl(tmp_path / "out" / "mix-0000.jsonl.zst")) == 400
+
+
+def test_min_text_length_after_replacement(tmp_path):
+    write_jsonl(tmp_path / "documents" / "a.jsonl", [{"id": "1", "text": "short"}, {"id": "2", "text": "long enough"}])
+    write_jsonl(tmp_path / "attributes" / "e" / "a.jsonl",
+                [{"id": "1", "attributes": {}}, {"id": "2", "attributes": {"x": [[0, 5, 1.0]]}}])
+    run_mix(parse_config(stream(tmp_path, span_replacement=[{"span": "$.attributes.x", "min_score": 1,
+                                                              "replacement": ""}],
+                                output={"path": str(tmp_path / "out"), "max_size_in_bytes": 1000,
+                                        "min_text_length": 6})))
+    assert [(r["id"], r["text"]) for r in mixed_rows(tmp_path)] == [("2", "enough")]
+
+
+def test_config_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("streams: [{name: s, documents: [x], output: {path: o}, filter: {include: ['$.a[?(@.b <)]']}}]")
+    with pytest.raises(CurateError, match=r"bad\.yaml: streams\[0\]: JSONPath"):
+        load_config(str(bad))
+    bad.write_text("streams: [{name: s, documents: [x], output: {path: o}, filter: {syntax: jq, include: []}}]")
+    with pytest.raises(CurateError, match="syntax 'jq' is not supported"):
+        load_config(str(bad))
+    bad.write_text("streams: [{name: s, documents: [x], outptu: {path: o}}]")
+    with pytest.raises(CurateError, match="unknown keys"):
+        load_config(str(bad))
+
+
+# ---- Dolma interop --------------------------------------------------------------------------------
+
+def sample_config(tmp: Path, rule: str) -> dict:
+    return {"streams": [{
+        "name": "m",
+        "documents": [str(tmp / "documents" / "*.jsonl.gz")],
+        "attributes": ["exp", "dedupe_docs"],
+        "filter": {
+            "include": ["$.attributes[?(@.exp__whitespace_tokenizer_with_paragraphs_v1__document[0][2] < 1000)]"],
+            "exclude": [
+                "$.attributes[?(@.exp__whitespace_tokenizer_with_paragraphs_v1__document[0][2] < 10)]",
+                f"$.attributes[?(@.bff_duplicate_docs && @.bff_duplicate_docs[0] && @.bff_duplicate_docs[0][2] {rule})]",
+            ],
+        },
+        "span_replacement": [{"span": "$.attributes.exp__pii_regex_v2__EMAIL_ADDRESS", "min_score": 0.5,
+                              "replacement": " |||EMAIL||| "}],
+        "output": {"path": str(tmp / "out"), "max_size_in_bytes": 100_000_000},
+    }], "work_dir": {"input": str(tmp / "wi"), "output": str(tmp / "wo")}, "processes": 1}
+
+
+def test_dolma_written_attributes_mix_like_dolma(tmp_path):
+    shutil.copytree(SAMPLE, tmp_path, dirs_exist_ok=True)
+    expected = json.loads((SAMPLE / "dolma_mix_expected.json").read_text())
+    for rule in (">= 1", ">= 1.0"):
+        config = tmp_path / "mix.yaml"
+        raw = sample_config(tmp_path, rule)
+        raw.pop("work_dir")
+        raw.pop("processes")
+        config.write_text(yaml.safe_dump(raw))
+        out = run_feedline("mix", str(config))
+        assert "kept 22 of 24 documents into 1 shards" in out.stdout
+        rows = read_jsonl(tmp_path / "out" / "m-0000.jsonl.gz")
+        # Dolma's own mixer gave these with the integer literal; with 1.0 it keeps the duplicates
+        assert [r["id"] for r in rows] == expected["int"]["ids"]
+        assert {r["id"]: r["text"] for r in rows} == expected["int"]["texts"]
+        assert {r["id"]: r["metadata"]["provenance"] for r in rows} == expected["int"]["provenance"]
+    assert len(expected["float"]["ids"]) == 24
+
+
+def _dolma_executable() -> str | None:
+    found = os.environ.get("FEEDLINE_DOLMA") or shutil.which("dolma")
+    return found if found and os.path.exists(found) else None
+
+
+@pytest.mark.skipif(_dolma_executable() is None,
+                    reason="dolma is not installed (it pins numpy<2: install it in a side venv and set FEEDLINE_DOLMA "
+                           "to its `dolma` executable)")
+def test_dolma_mix_reads_feedline_attributes(tmp_path):
+    shutil.copytree(SAMPLE / "documents", tmp_path / "documents")
+    shutil.copytree(SAMPLE / "attributes" / "dedupe_docs", tmp_path / "attributes" / "dedupe_docs")
+    run_feedline("tag", "--documents", str(tmp_path / "documents" / "*.gz"), "--experiment", "exp", "--taggers",
+                 "whitespace_tokenizer_with_paragraphs_v1", "pii_regex_v2", "char_length_v1")
+    # feedline writes Dolma's bytes for the taggers both have
+    for name in ("sample.jsonl.gz",):
+        assert read_jsonl(tmp_path / "attributes" / "exp" / name) == read_jsonl(SAMPLE / "attributes" / "exp" / name)
+    config = tmp_path / "mix.yaml"
+    config.write_text(yaml.safe_dump(sample_config(tmp_path, ">= 1")))
+    subprocess.run([_dolma_executable(), "-c", str(config), "mix"], check=True, capture_output=True, timeout=120)
+    (shard,) = (tmp_path / "out").iterdir()  # Dolma names it m-0000.json.gz
+    rows = [json.loads(line) for line in gzip.decompress(shard.read_bytes()).splitlines()]
+    assert [r["id"] for r in rows] == json.loads((SAMPLE / "dolma_mix_expected.json").read_text())["int"]["ids"]
