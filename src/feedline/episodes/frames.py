@@ -10,7 +10,9 @@ episode) decode each GOP once.
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +35,24 @@ from feedline.episodes.mp4.table import SampleTable
 from feedline.io import Store
 
 DEFAULT_TOLERANCE_S = 1e-4  # LeRobot's default tolerance_s
+
+# Decoded frames hold FFmpeg buffers whose release can block forever in a forked child (the
+# decoder threads they belong to do not exist there; seen with libdav1d in DataLoader workers
+# under the fork context). A child therefore never frees what it inherited: it parks the
+# inherited caches here and starts with empty ones.
+_LIVE_READERS: weakref.WeakSet[VideoFrameReader] = weakref.WeakSet()
+_INHERITED_FROM_PARENT: list[object] = []
+
+
+def _park_inherited_frames() -> None:
+    for reader in list(_LIVE_READERS):
+        _INHERITED_FROM_PARENT.append(reader._decoded)
+        reader._decoded = OrderedDict()
+        reader._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_park_inherited_frames)
 
 
 class VideoFrameReader:
@@ -74,6 +94,7 @@ class VideoFrameReader:
         self._tables: dict[str, SampleTable] = {}
         self._decoded: OrderedDict[tuple[str, int, int], dict[int, av.VideoFrame]] = OrderedDict()
         self._lock = threading.RLock()
+        _LIVE_READERS.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
