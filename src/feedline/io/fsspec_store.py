@@ -79,7 +79,7 @@ class FsspecStore(Store):
                 raise TransientError(f"{what}: {type(exc).__name__}") from None
             except OSError as exc:
                 text = str(exc)
-                if "InvalidRange" in text or "416" in text:
+                if "InvalidRange" in text or "416" in text or "not satisfiable" in text:
                     raise RangeError(f"{what}: requested range not satisfiable") from None
                 if any(code in text for code in ("500", "502", "503", "504", "SlowDown")):
                     raise TransientError(f"{what}: {text[:160]}") from None

@@ -164,10 +164,9 @@ class HttpRangeClient:
                 raise status_error(url, resp.status, resp.reason or "")
             return HttpHead(size, resp.headers.get("ETag"), resp.headers.get("Last-Modified"), ranges)
         finally:
-            if resp.status == 206:
-                resp.release_conn()
-            else:
+            if resp.status != 206:
                 resp.close()
+            resp.release_conn()
 
     # -- ranged reads -------------------------------------------------------------------------
     def get_range(self, url: str, start: int, end: int) -> bytes:
@@ -221,8 +220,7 @@ class HttpRangeClient:
         finally:
             if resp.status == 200:
                 resp.close()  # do not drain a whole object we did not want
-            else:
-                resp.release_conn()
+            resp.release_conn()  # frees the pool slot (a closed connection is replaced on reuse)
 
     @staticmethod
     def _read_body(resp: Any, url: str, skip: int, want: int, buf: bytearray) -> None:

@@ -1,0 +1,79 @@
+"""Transient faults are retried to success; permanent ones fail at once (through a faulty proxy)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from feedline.io import AccessDeniedError, NotFoundError, open_store
+from feedline.io.http import HttpRangeClient, status_error
+
+PAYLOAD = os.urandom(2_000_000)
+
+
+@pytest.fixture
+def served(nginx_server) -> str:
+    (nginx_server.root / "faults.bin").write_bytes(PAYLOAD)
+    return "faults.bin"
+
+
+def test_drop_mid_body_is_retried(fault_proxy, served: str) -> None:
+    fault_proxy.add_fault("drop", after_bytes=300_000, count=2)
+    store = open_store(fault_proxy.url)
+    assert store.read_range(served, 100, 1_900_000) == PAYLOAD[100:1_900_000]
+    gets = [r for r in fault_proxy.requests if r[0] == "GET"]
+    assert len(gets) == 3
+    # The retry continues from the bytes already received rather than starting over.
+    assert gets[1][2] != gets[0][2]
+
+
+def test_503_twice_then_success(fault_proxy, served: str) -> None:
+    fault_proxy.add_fault("status", code=503, count=2)
+    store = open_store(fault_proxy.url)
+    assert store.stat(served).size == len(PAYLOAD)
+    fault_proxy.add_fault("status", code=503, count=2)
+    assert store.read_range(served, 0, 1000) == PAYLOAD[:1000]
+
+
+def test_429_is_transient(fault_proxy, served: str) -> None:
+    fault_proxy.add_fault("status", code=429, count=1)
+    assert open_store(fault_proxy.url).read_range(served, 5, 50) == PAYLOAD[5:50]
+
+
+def test_404_fails_fast_with_url(nginx_server) -> None:
+    store = open_store(nginx_server.url)
+    began = time.monotonic()
+    with pytest.raises(NotFoundError) as info:
+        store.read_range("no/such.bin", 0, 10)
+    assert f"{nginx_server.url}/no/such.bin" in str(info.value) and "404" in str(info.value)
+    assert time.monotonic() - began < 1.0
+
+
+def test_403_fails_fast_without_retry(fault_proxy, served: str) -> None:
+    fault_proxy.add_fault("status", code=403, count=5)
+    with pytest.raises(AccessDeniedError, match="403"):
+        open_store(fault_proxy.url).read_range(served, 0, 10)
+    assert len(fault_proxy.requests) == 1
+
+
+def test_stall_then_timeout_is_retried(fault_proxy, served: str) -> None:
+    fault_proxy.add_fault("stall", seconds=1.5, count=1)
+    store = open_store(fault_proxy.url, timeout_s=0.5)
+    assert store.read_range(served, 0, 100) == PAYLOAD[:100]
+
+
+def test_status_errors_hide_credentials() -> None:
+    err = status_error("https://alice:pw@host.invalid/a?X-Amz-Signature=s3cr3t", 403)
+    assert "pw" not in str(err) and "s3cr3t" not in str(err) and "host.invalid/a" in str(err)
+
+
+def test_subranges_and_connection_bound(nginx_server, served: str) -> None:
+    client = HttpRangeClient(max_connections=3, subranges=4, min_subrange_bytes=100_000)
+    url = f"{nginx_server.url}/{served}"
+    assert client.get_range(url, 7, 1_999_990) == PAYLOAD[7:1_999_990]
+    ranges = [(i * 10_000, i * 10_000 + 5000) for i in range(40)]
+    assert client.get_ranges(url, ranges) == [PAYLOAD[s:e] for s, e in ranges]
+    assert client._pool.connection_pool_kw["maxsize"] == 3
+    client.close()

@@ -1,0 +1,121 @@
+"""Every store returns exactly the file's bytes for any range, and fingerprints track identity."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from feedline.io import NotFoundError, RangeError, Store, StoreError, open_store
+
+PAYLOAD = os.urandom(300_000)
+NAME = "data/blob.bin"
+STORES = ["local", "memory", "nginx", "nginx-norange", "s3"]
+
+
+@pytest.fixture(scope="module", params=STORES)
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    kind = request.param
+    if kind == "local":
+        root = tmp_path_factory.mktemp("local")
+        (root / "data").mkdir()
+        (root / NAME).write_bytes(PAYLOAD)
+        yield open_store(str(root))
+    elif kind == "memory":
+        store = open_store(f"memory://feedline-tests-{os.getpid()}")
+        store.write_bytes(NAME, PAYLOAD)
+        yield store
+    elif kind.startswith("nginx"):
+        nginx = request.getfixturevalue("nginx_server")
+        (nginx.root / "data").mkdir(exist_ok=True)
+        (nginx.root / NAME).write_bytes(PAYLOAD)
+        yield open_store(nginx.norange_url if kind == "nginx-norange" else nginx.url, max_connections=4)
+    else:
+        s3 = request.getfixturevalue("s3_server")
+        store = open_store(f"s3://{s3.bucket}/ranges", **s3.storage_options)
+        store.write_bytes(NAME, PAYLOAD)
+        yield store
+
+
+ranges = st.integers(0, len(PAYLOAD)).flatmap(
+    lambda start: st.tuples(st.just(start), st.integers(start, min(len(PAYLOAD), start + 70_000)))
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(r=ranges)
+def test_read_range_equals_slice(store: Store, r: tuple[int, int]) -> None:
+    start, end = r
+    assert store.read_range(NAME, start, end) == PAYLOAD[start:end]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rs=st.lists(ranges, min_size=0, max_size=12))
+def test_read_ranges_equal_slices(store: Store, rs: list[tuple[int, int]]) -> None:
+    assert store.read_ranges(NAME, rs) == [PAYLOAD[s:e] for s, e in rs]
+
+
+def test_edges(store: Store) -> None:
+    n = len(PAYLOAD)
+    assert store.read_range(NAME, 0, 0) == b""
+    assert store.read_range(NAME, n, n) == b""
+    assert store.read_range(NAME, n - 1, n) == PAYLOAD[-1:]
+    assert store.read_range(NAME, 0, n) == PAYLOAD
+    assert store.read_bytes(NAME) == PAYLOAD
+    assert store.stat(NAME).size == n
+
+
+def test_past_end_is_a_clear_error(store: Store) -> None:
+    n = len(PAYLOAD)
+    for start, end in [(n - 10, n + 1), (n + 5, n + 10)]:
+        with pytest.raises(RangeError, match="blob.bin"):
+            store.read_range(NAME, start, end)
+
+
+def test_missing_object_fails_fast_naming_it(store: Store) -> None:
+    began = time.monotonic()
+    with pytest.raises(NotFoundError, match="missing.bin"):
+        store.stat("data/missing.bin")
+    with pytest.raises(NotFoundError, match="missing.bin"):
+        store.read_range("data/missing.bin", 0, 10)
+    assert time.monotonic() - began < 2.0, "a 404 must not go through the retry backoff"
+
+
+def test_open_is_seekable_file(store: Store) -> None:
+    with store.open(NAME) as handle:
+        handle.seek(1000)
+        assert handle.read(10) == PAYLOAD[1000:1010]
+        handle.seek(-5, os.SEEK_END)
+        assert handle.read() == PAYLOAD[-5:]
+
+
+@pytest.mark.parametrize("bad", ["../etc/passwd", "data/../../x", "/abs/path", "a\\b"])
+def test_paths_cannot_escape_the_root(store: Store, bad: str) -> None:
+    with pytest.raises(StoreError, match="root|relative"):
+        store.read_range(bad, 0, 1)
+
+
+def test_local_list_and_fingerprint(tmp_path: os.PathLike[str]) -> None:
+    store = open_store(str(tmp_path))
+    store.write_bytes("a/x.bin", b"one")
+    store.write_bytes("b.bin", b"two")
+    assert [info.path for info in store.list()] == ["a/x.bin", "b.bin"]
+    before = store.stat("b.bin").fingerprint
+    store.write_bytes("b.bin", b"owt")  # same size, replaced
+    assert store.stat("b.bin").fingerprint != before
+    assert store.local_path("b.bin") == os.path.join(str(tmp_path), "b.bin")
+
+
+def test_http_cannot_list(nginx_server) -> None:
+    with pytest.raises(StoreError, match="cannot list"):
+        open_store(nginx_server.url).list()
+
+
+def test_url_never_carries_credentials() -> None:
+    store = open_store("https://user:secret@example.invalid/root?token=abc")
+    assert "secret" not in store.url("x") and "token" not in store.url("x")
+    assert "secret" not in repr(store)
