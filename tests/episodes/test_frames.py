@@ -147,3 +147,21 @@ def test_forked_worker_does_not_hang_on_inherited_frames(
         child.join()
         pytest.fail("forked child hung while freeing inherited decoded frames")
     assert child.exitcode == 0
+
+
+def test_minimal_spans_decode_every_frame_with_fewer_bytes(
+    corpus: tuple[Path, dict[str, Path]], truth: dict[str, list[tuple[float, np.ndarray]]]
+) -> None:
+    store = open_store(str(corpus[0]))
+    gop = VideoFrameReader(store)
+    minimal = VideoFrameReader(store, span_mode="minimal")
+    for name, frames in truth.items():
+        for t, img in frames:
+            minimal.clear_cache()
+            assert np.array_equal(minimal.frames_at(name, [t])[0], img), (name, t)
+            assert minimal.span_bytes(name, t, t) <= gop.span_bytes(name, t, t)
+    name = "videos/h264_single_end.mp4"
+    first = truth[name][0][0]
+    assert minimal.span_bytes(name, first, first) < gop.span_bytes(name, first, first)
+    with pytest.raises(ValueError, match="span_mode"):
+        VideoFrameReader(store, span_mode="whole")

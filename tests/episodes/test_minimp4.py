@@ -41,7 +41,10 @@ def ranges_for(times: list[float], seed: int) -> list[tuple[float, float]]:
     return out
 
 
-def test_every_range_decodes_exactly_and_size_is_predicted(corpus: tuple[Path, dict[str, Path]]) -> None:
+@pytest.mark.parametrize("mode", minimp4.SPAN_MODES)
+def test_every_range_decodes_exactly_and_size_is_predicted(
+    corpus: tuple[Path, dict[str, Path]], mode: str
+) -> None:
     root, files = corpus
     store = open_store(str(root))
     checks = 0
@@ -54,7 +57,7 @@ def test_every_range_decodes_exactly_and_size_is_predicted(corpus: tuple[Path, d
             expected = [(t, img) for t, img in truth if t0 <= t <= t1]
             assert len(samples) == len(expected)
             got: dict[float, np.ndarray] = {}
-            for first, last in minimp4.covering_spans(table, samples, name):
+            for first, last in minimp4.covering_spans(table, samples, name, mode):
                 plan = minimp4.plan_span(table, first, last)
                 mini = minimp4.fetch_span(store, name, table, plan)
                 assert len(mini.data) == plan.size == mini.plan.layout.total_size

@@ -22,6 +22,7 @@ import numpy as np
 
 from feedline.episodes.errors import SidecarError
 from feedline.episodes.minimp4 import (
+    SPAN_MODES,
     MiniMp4,
     SpanPlan,
     covering_spans,
@@ -61,7 +62,9 @@ class VideoFrameReader:
     ``video_paths`` are the files that will be used (only their index entries are prepared up
     front; others are prepared on first use). ``revision`` keys the sidecar and index caches.
     ``decoder_cache_size`` bounds the decoded GOP spans kept (LRU). Thread-safe; picklable (a
-    DataLoader worker reopens the index lazily).
+    DataLoader worker reopens the index lazily). ``span_mode`` picks how far each fetched span
+    runs (:data:`~feedline.episodes.minimp4.SPAN_MODES`): ``"gop"`` (default) suits sequential
+    reads, ``"minimal"`` random single frames of long-GOP (H.264) videos.
     """
 
     def __init__(
@@ -73,6 +76,7 @@ class VideoFrameReader:
         lock_timeout_s: float = 1800.0,
         decoder_cache_size: int = 8,
         sidecar_workers: int = 4,
+        span_mode: str = "gop",
     ) -> None:
         self.store = store
         self.revision = revision
@@ -80,6 +84,9 @@ class VideoFrameReader:
         self.lock_timeout_s = lock_timeout_s
         self.decoder_cache_size = max(0, int(decoder_cache_size))
         self.sidecar_workers = sidecar_workers
+        if span_mode not in SPAN_MODES:
+            raise ValueError(f"span_mode {span_mode!r} is not one of {SPAN_MODES}")
+        self.span_mode = span_mode
         from feedline.episodes.index import IndexProvider
 
         self._provider = IndexProvider(
@@ -133,7 +140,7 @@ class VideoFrameReader:
         samples = samples_between(table, t0, t1, tolerance_s)
         if len(samples) == 0:
             raise SidecarError(f"{self._name(video_path)}: no frame between {t0!r} s and {t1!r} s")
-        return [plan_span(table, a, b) for a, b in covering_spans(table, samples, self._name(video_path))]
+        return [plan_span(table, a, b) for a, b in covering_spans(table, samples, self._name(video_path), self.span_mode)]
 
     def span_bytes(
         self, video_path: str, t0: float, t1: float, tolerance_s: float = DEFAULT_TOLERANCE_S
@@ -173,7 +180,7 @@ class VideoFrameReader:
             else:
                 found[tick] = frame
         if pending:
-            for first, last in covering_spans(table, np.asarray(pending), name):
+            for first, last in covering_spans(table, np.asarray(pending), name, self.span_mode):
                 plan = plan_span(table, first, last)
                 decoded = decode_span(fetch_span(self.store, video_path, table, plan), name)
                 found.update(decoded)

@@ -85,8 +85,15 @@ def samples_between(table: SampleTable, t0: float, t1: float, tolerance_s: float
     return np.sort(table.display_order[lo:hi])
 
 
-def frame_span(table: SampleTable, sample: int, name: str = "") -> tuple[int, int]:
-    """``(first, last)`` decode-order samples needed to decode ``sample`` inside its GOP."""
+#: Span end rules: ``"gop"`` runs to the end of the GOP holding the frame (decoded frame indices
+#: stay contiguous, so one decode serves every frame of the GOP); ``"minimal"`` stops at the frame
+#: itself in decode order (every reference precedes its user there), half the decode work on
+#: average for one random frame of a long-GOP video.
+SPAN_MODES = ("gop", "minimal")
+
+
+def frame_span(table: SampleTable, sample: int, name: str = "", mode: str = "gop") -> tuple[int, int]:
+    """``(first, last)`` decode-order samples needed to decode ``sample`` (see :data:`SPAN_MODES`)."""
     syncs = table.sync_index
     target = table.cts(sample)
     pos = int(np.searchsorted(syncs, sample, side="right")) - 1
@@ -94,14 +101,20 @@ def frame_span(table: SampleTable, sample: int, name: str = "") -> tuple[int, in
         pos -= 1
     if pos < 0:
         raise Mp4Error(f"{name}: sample {sample} has no keyframe at or before it that precedes it on screen")
+    if mode == "minimal":
+        return int(syncs[pos]), int(sample)
+    if mode != "gop":
+        raise ValueError(f"span mode {mode!r} is not one of {SPAN_MODES}")
     after = int(np.searchsorted(syncs, sample, side="right"))
     last = int(syncs[after]) - 1 if after < len(syncs) else len(table) - 1
     return int(syncs[pos]), last
 
 
-def covering_spans(table: SampleTable, samples: np.ndarray, name: str = "") -> list[tuple[int, int]]:
+def covering_spans(
+    table: SampleTable, samples: np.ndarray, name: str = "", mode: str = "gop"
+) -> list[tuple[int, int]]:
     """Per-frame spans of ``samples``, merged where they overlap or touch."""
-    spans = sorted({frame_span(table, int(s), name) for s in np.unique(samples)})
+    spans = sorted({frame_span(table, int(s), name, mode) for s in np.unique(samples)})
     merged: list[list[int]] = []
     for first, last in spans:
         if merged and first <= merged[-1][1] + 1:
