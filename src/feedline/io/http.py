@@ -232,7 +232,7 @@ class HttpRangeClient:
                     raise TransientError(f"{redact(url)}: body ended while skipping to offset")
                 skip -= len(chunk)
             while got < want:
-                chunk = resp.read(min(want - got, 1 << 18))
+                chunk = resp.read1(min(want - got, 1 << 20))  # what arrived: kept if the link drops
                 if not chunk:
                     raise TransientError(f"{redact(url)}: body ended after {got} of {want} bytes")
                 buf += chunk
