@@ -165,3 +165,47 @@ def test_minimal_spans_decode_every_frame_with_fewer_bytes(
     assert minimal.span_bytes(name, first, first) < gop.span_bytes(name, first, first)
     with pytest.raises(ValueError, match="span_mode"):
         VideoFrameReader(store, span_mode="whole")
+
+
+def test_http_reads_only_moov_and_the_span(
+    corpus: tuple[Path, dict[str, Path]],
+    truth: dict[str, list[tuple[float, np.ndarray]]],
+    nginx_server,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Over HTTP a cold open + one frame reads the moov and the frame's span, nothing else."""
+    from feedline.episodes.mp4 import boxes
+
+    monkeypatch.setattr(boxes, "PROBE_BYTES", 1024)  # test files are tiny; keep the probe smaller
+    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
+    store = _store("nginx", corpus, _Req(nginx_server))  # type: ignore[arg-type]
+    name = "videos/h264_single_end.mp4"  # moov at the end
+    size = corpus[1][name].stat().st_size
+    log = Path(nginx_server.access_log)
+    before = len(log.read_text().splitlines())
+    reader = VideoFrameReader(store, video_paths=[name])
+    t, img = truth[name][-1]
+    assert np.array_equal(reader.frames_at(name, [t])[0], img)
+    lines = [line for line in log.read_text().splitlines()[before:] if name in line]
+    sent = sum(int(line.split('" ')[1].split()[1]) for line in lines)
+    assert lines and all(" 206 " in line or "HEAD " in line for line in lines), lines
+    assert sent < size
+    (plan,) = reader.span_plans(name, t, t)
+    payload = plan.size - len(plan.layout.header)
+    gets = [int(line.split('" ')[1].split()[1]) for line in lines if line.startswith('"GET')]
+    assert payload in gets  # the span: exactly its samples' bytes, in one request
+    others = list(gets)
+    others.remove(payload)
+    assert len(others) <= 3 and all(n <= 2048 for n in others), gets  # the moov probes
+
+
+class _Req:
+    """Just enough of a pytest request for :func:`_store`."""
+
+    def __init__(self, nginx_server) -> None:
+        self.nginx_server = nginx_server
+
+    def getfixturevalue(self, name: str):  # type: ignore[no-untyped-def]
+        assert name == "nginx_server"
+        return self.nginx_server

@@ -57,8 +57,14 @@ def test_h264_has_reordering_ctts_and_encoder_delay_edit(corpus: dict[str, Path]
     assert {0, 12, 21} <= set(av1.sync_index.tolist())
 
 
-def test_moov_found_with_few_reads_front_and_end(corpus: dict[str, Path]) -> None:
-    for name, expected_max in (("videos/h264_multi.mp4", 1), ("videos/h264_single_end.mp4", 3)):
+def test_moov_found_with_few_reads_front_and_end(
+    corpus: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few small range reads find the moov; the payload is never read."""
+    from feedline.episodes.mp4 import boxes
+
+    monkeypatch.setattr(boxes, "PROBE_BYTES", 1024)  # our files are tiny; keep the probe smaller
+    for name, max_reads in (("videos/h264_multi.mp4", 2), ("videos/h264_single_end.mp4", 4)):
         data = corpus[name].read_bytes()
         calls: list[tuple[int, int]] = []
 
@@ -68,8 +74,8 @@ def test_moov_found_with_few_reads_front_and_end(corpus: dict[str, Path]) -> Non
 
         moov = locate_moov(read_at, len(data), name)
         assert moov[4:8] == b"moov"
-        assert len(calls) <= expected_max, calls
-        assert sum(e - s for s, e in calls) < len(data) or len(data) < 2 * 65536
+        assert len(calls) <= max_reads, calls
+        assert sum(e - s for s, e in calls) < 0.5 * len(data), (len(data), calls)
 
 
 def test_large_table_variants_parse(corpus: dict[str, Path]) -> None:

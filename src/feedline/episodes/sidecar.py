@@ -374,9 +374,11 @@ def ensure_sidecar(
     current = current_objects(store, paths) if current is None else current
     target = cache_path(store, revision)
     cached = try_load(target)
-    if cached is not None and not cached.stale(current):
-        return cached, current
-    published = _published(store, current) if cached is None or cached.stale(current) else None
+    if cached is not None:
+        if not cached.stale(current):
+            return cached, current
+        cached.close()
+    published = _published(store, current)
     try:
         if published is not None and not published.stale(current):
             lock = target.with_name(target.name + ".lock")
@@ -391,9 +393,13 @@ def ensure_sidecar(
                 if cached is not None and not cached.stale(current):
                     return cached, current
                 base = cached if cached is not None else published
-                built = write_sidecar(
-                    target, store, current, revision=revision, reuse=base, workers=workers, parse=parse
-                )
+                try:
+                    built = write_sidecar(
+                        target, store, current, revision=revision, reuse=base, workers=workers, parse=parse
+                    )
+                finally:
+                    if cached is not None:
+                        cached.close()
                 return built, current
         except LockTimeout as exc:
             raise SidecarError(
