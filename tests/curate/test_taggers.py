@@ -207,3 +207,22 @@ def test_every_builtin_has_a_docstring_and_runs_on_edge_texts():
                 for start, end, score in values:
                     assert 0 <= start <= end <= len(text), (name, text)
                     assert isinstance(score, float) and not re.search("nan", repr(score))
+
+
+def test_builtin_map_is_complete_and_whitespace_table_current():
+    import importlib
+    import sys
+
+    from feedline.curate.registry import BUILTIN_TAGGERS
+    from feedline.curate.taggers.gopher import STR_SPLIT_WHITESPACE
+
+    registered = {n: c.__module__.rsplit(".", 1)[1] for n, c in list_taggers().items() if c.__module__.startswith(
+        "feedline.curate.taggers.")}
+    assert registered == BUILTIN_TAGGERS
+    assert "".join(chr(c) for c in range(0x110000) if chr(c).isspace()) == STR_SPLIT_WHITESPACE
+    assert importlib.import_module("feedline.curate.runtime")
+    code = "import sys, feedline.curate.processor as p; print('numpy' in sys.modules, 'pycld2' in sys.modules)"
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]

@@ -56,9 +56,31 @@ def _qualname(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+#: Built-in tagger name -> its module, so a run imports only the families it uses (a worker
+#: running char_length_v1 does not pay for numpy, regex and pycld2). A test keeps it complete.
+BUILTIN_TAGGERS = {
+    **dict.fromkeys(
+        ("char_length_v1", "char_length_strip_ws_v1", "char_length_with_paragraphs_v1", "bytes_length_v1",
+         "doc_count_v1", "whitespace_tokenizer_v1", "whitespace_tokenizer_with_paragraphs_v1", "counts_v1"),
+        "counts",
+    ),
+    "gopher_v1": "gopher",
+    "c4_v1": "c4",
+    "c4_v2": "c4",
+    **dict.fromkeys(("pii_regex_v1", "pii_regex_v2", "pii_regex_with_counts_v2", "pii_regex_with_counts_fast_v2"), "pii"),
+    **dict.fromkeys(("cld2_en_doc_v2", "cld2_en_paragraph_v2", "cld2_en_paragraph_with_doc_score_v2", "cld2_doc_v1"),
+                    "language"),
+    "repetitions_v1": "repetition",
+    "paragraph_repetitions_v1": "repetition",
+    "minhash_near_dup_v1": "minhash",
+    "random_number_v1": "random",
+}
+
+
 def load_builtin_taggers() -> None:
-    """Import feedline's own tagger families (cheap: no model is loaded until a tagger is built)."""
-    importlib.import_module("feedline.curate.taggers")
+    """Import every built-in tagger family (for listing; runs import only what they use)."""
+    for family in sorted(set(BUILTIN_TAGGERS.values())):
+        importlib.import_module(f"feedline.curate.taggers.{family}")
 
 
 def import_tagger_modules(modules: list[str] | tuple[str, ...] | None) -> None:
@@ -98,10 +120,12 @@ def _import_path(path: str) -> None:
 
 def get_tagger(name: str) -> type[BaseTagger]:
     """The class registered under ``name``; an unknown name lists the closest known ones."""
-    load_builtin_taggers()
+    if name not in _TAGGERS and name in BUILTIN_TAGGERS:
+        importlib.import_module(f"feedline.curate.taggers.{BUILTIN_TAGGERS[name]}")
     try:
         return _TAGGERS[name]
     except KeyError:
+        load_builtin_taggers()
         close = difflib.get_close_matches(name, list(_TAGGERS), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see `feedline list-taggers`"
         raise CurateError(f"unknown tagger {name!r}{hint}") from None

@@ -1,8 +1,11 @@
-"""Built-in taggers, one module per family; importing this package registers them all."""
+"""Built-in taggers, one module per family.
+
+Families are imported on demand by :func:`feedline.curate.registry.get_tagger` (see
+``BUILTIN_TAGGERS``), so importing this package costs nothing; ``list_taggers`` imports them all.
+"""
 
 from __future__ import annotations
 
-from feedline.curate.taggers import c4, counts, gopher, language, minhash, pii, random, repetition  # noqa: F401
 from feedline.curate.taggers.base import BaseTagger, BaseTaggerWithMetadata
 
 __all__ = ["BaseTagger", "BaseTaggerWithMetadata"]

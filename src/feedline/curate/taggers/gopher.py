@@ -28,7 +28,11 @@ REQUIRED_ENGLISH_WORDS = frozenset({"the", "be", "to", "of", "and", "that", "hav
 MOST_COMMON_NGRAMS = (2, 3, 4)
 DUPLICATE_NGRAMS = (5, 6, 7, 8, 9, 10)
 # str.split() separators, so a regex "word" is exactly a str.split() word
-_SPACE = "".join(re.escape(chr(c)) for c in range(0x110000) if chr(c).isspace())
+STR_SPLIT_WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)  # every c with c.isspace() (a test checks it against the running Python)
+_SPACE = "".join(re.escape(c) for c in STR_SPLIT_WHITESPACE)
 # a word with no letter (str.isalpha is Unicode category L*, as regex's \p{L})
 _NO_LETTER_WORD = regex.compile(rf"(?:^|(?<=[{_SPACE}]))[^{_SPACE}\p{{L}}]+(?=[{_SPACE}]|$)")
 
