@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from feedline.episodes.errors import FrameTimestampError
+from feedline.episodes.errors import FrameTimestampError, SidecarError
 from feedline.episodes.frames import VideoFrameReader
 from feedline.io import Store, open_store
 from tests.episodes import mp4_factory as factory
@@ -209,3 +209,21 @@ class _Req:
     def getfixturevalue(self, name: str):  # type: ignore[no-untyped-def]
         assert name == "nginx_server"
         return self.nginx_server
+
+
+def test_frames_from_a_prefetched_mini_mp4(
+    corpus: tuple[Path, dict[str, Path]], truth: dict[str, list[tuple[float, np.ndarray]]]
+) -> None:
+    store = open_store(str(corpus[0]))
+    reader = VideoFrameReader(store, decoder_cache_size=0)
+    name = "videos/h264_multi.mp4"
+    frames = truth[name]
+    first_ep = [t for t, _ in frames[:35]]  # episode 0 of the file: 35 frames
+    (plan,) = reader.span_plans(name, first_ep[0], first_ep[-1])
+    mini = reader.fetch(name, plan)
+    assert len(mini.data) == plan.size == reader.span_bytes(name, first_ep[0], first_ep[-1])
+    got = reader.frames_from(name, mini, first_ep[::-1])
+    assert all(np.array_equal(a, b) for a, (_, b) in zip(got, frames[:35][::-1], strict=True))
+    with pytest.raises(SidecarError, match="not inside the mini-MP4"):
+        reader.frames_from(name, mini, [frames[40][0]])
+    assert reader.frames_at(name, []).shape[0] == 0

@@ -185,14 +185,48 @@ class VideoFrameReader:
                 decoded = decode_span(fetch_span(self.store, video_path, table, plan), name)
                 found.update(decoded)
                 self._remember((video_path, first, last), decoded)
-        height, width = table.info.height, table.info.width
-        out = np.empty((len(ticks), height, width, 3), dtype=np.uint8)
+        return self._to_rgb(found, ticks)
+
+    def frames_from(
+        self,
+        video_path: str,
+        mini: MiniMp4,
+        timestamps_s: Sequence[float],
+        tolerance_s: float = DEFAULT_TOLERANCE_S,
+    ) -> np.ndarray:
+        """Like :meth:`frames_at`, but decode an already fetched mini-MP4 (no I/O).
+
+        For readers that fetch ahead (the byte-budgeted streaming path) and decode later; every
+        timestamp must fall inside ``mini``'s span.
+        """
+        table = self.table(video_path)
+        name = self._name(video_path)
+        samples = nearest_samples(table, name, timestamps_s, tolerance_s)
+        ticks = table.pts_ticks[samples].tolist()
+        inside = set(mini.plan.pts_ticks.tolist())
+        outside = [t for t, tick in zip(timestamps_s, ticks, strict=True) if tick not in inside]
+        if outside:
+            raise SidecarError(
+                f"{name}: t={float(outside[0])!r} s is not inside the mini-MP4 of samples "
+                f"{mini.plan.first}..{mini.plan.last}"
+            )
+        key = (video_path, mini.plan.first, mini.plan.last)
+        with self._lock:
+            decoded = self._decoded.get(key)
+        if decoded is None:
+            decoded = decode_span(mini, name)
+            self._remember(key, decoded)
+        return self._to_rgb(decoded, ticks)
+
+    @staticmethod
+    def _to_rgb(frames: dict[int, av.VideoFrame], ticks: list[int]) -> np.ndarray:
         rgb: dict[int, np.ndarray] = {}
-        for i, tick in enumerate(ticks):
+        for tick in ticks:
             if tick not in rgb:
-                rgb[tick] = found[tick].to_ndarray(format="rgb24")
-            out[i] = rgb[tick]
-        return out
+                rgb[tick] = frames[tick].to_ndarray(format="rgb24")
+        if not ticks:
+            return np.empty((0, 0, 0, 3), dtype=np.uint8)
+        return np.stack([rgb[tick] for tick in ticks])
 
     def _cached(self, video_path: str, table: SampleTable, sample: int, tick: int) -> av.VideoFrame | None:
         with self._lock:
