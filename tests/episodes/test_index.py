@@ -113,3 +113,36 @@ def test_pickled_provider_reuses_validated_generation(root: Path) -> None:
     tables = clone.tables(VIDEOS[:2])
     assert calls == [] and set(tables) == set(VIDEOS[:2])
     assert current_objects(store, VIDEOS[:2]).keys() == set(VIDEOS[:2])
+
+
+def test_two_processes_convert_concurrently(root: Path) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    store = open_store(str(root))
+    sidecar, _ = ensure_sidecar(store, VIDEOS, revision="main")
+    script = textwrap.dedent(
+        f"""
+        import numpy as np
+        from pathlib import Path
+        from feedline.episodes.index import derived_tables
+        from feedline.episodes.sidecar import Sidecar
+        tables = derived_tables(Sidecar(Path({str(sidecar.path)!r})), {VIDEOS!r}, 60)
+        print(sum(int(np.asarray(t.size).sum()) for t in tables.values()))
+        """
+    )
+    repo = str(Path(__file__).resolve().parents[2])
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env={**os.environ, "PYTHONPATH": repo})
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-1500:] for _, err in outs]
+    total = sum(int(np.asarray(sidecar.table(p).size).sum()) for p in VIDEOS)
+    assert [int(out) for out, _ in outs] == [total, total]
+    gen = generation_dir(sidecar)
+    assert sorted(p.name for p in gen.iterdir() if p.is_dir()) == sorted(
+        source_dir(sidecar, p).name for p in VIDEOS
+    )  # no temporary folders left behind
