@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "feedline.acquire.cli",
     "feedline.curate.cli",
     "feedline.episodes.cli",
+    "feedline.demo",
 )
 
 
