@@ -33,6 +33,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
 bench: $(STAMP) servers
+	$(BIN)/python -m pip install -q -e '.[bench]'
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
