@@ -105,9 +105,14 @@ def test_push_to_a_local_root_and_http_is_read_only(av1_dataset, nginx_server, t
     assert Sidecar(tmp_path / "h.npz").complete  # the build itself worked over HTTP
 
 
-def test_hub_offline_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+@pytest.mark.parametrize("offline", [True, False])
+def test_hub_unreachable_is_a_clear_error(offline: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Offline mode, or no route to the Hub (or, with a network, a repo that does not exist)."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1" if offline else "0")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", offline)
     code = run(["build-sidecar", "--repo-id", "someone/some-dataset", "--output", str(tmp_path / "s.npz"),
                 "--push"])
     out = capsys.readouterr().out.strip()

@@ -27,6 +27,7 @@ from feedline.episodes.sidecar import (
     hub_sidecar_path,
     write_sidecar,
 )
+from feedline.errors import FeedlineError
 from feedline.io import Store, StoreError, open_store
 
 log = logging.getLogger(__name__)
@@ -130,11 +131,12 @@ def cmd_build_sidecar(args: argparse.Namespace) -> int:
         )
     try:
         videos = sorted(set(args.video)) if subset else dataset_videos(store)
-    except StoreError as exc:
-        if not args.repo_id:
+    except Exception as exc:  # the Hub client raises its own types (offline, DNS, HTTP)
+        if not args.repo_id or (isinstance(exc, FeedlineError) and not isinstance(exc, StoreError)):
             raise
+        detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
         raise SidecarError(
-            f"cannot read the Hub dataset {args.repo_id}: {exc} (is the Hub reachable and "
+            f"cannot read the Hub dataset {args.repo_id}: {detail} (is the Hub reachable and "
             "HF_HUB_OFFLINE unset? private repos need HF_TOKEN)"
         ) from exc
     if not videos:

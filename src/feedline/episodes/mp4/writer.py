@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from feedline.episodes.errors import Mp4Error
 from feedline.episodes.mp4.table import SampleTable
 
 _MATRIX = struct.pack(">9I", 0x00010000, 0, 0, 0, 0x00010000, 0, 0, 0, 0x40000000)
@@ -61,10 +62,10 @@ def _rle(values: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(counts.tolist(), values[starts].tolist(), strict=True))
 
 
-def _table(kind: bytes, rows: Sequence[tuple[int, int]], fmt: str = ">II") -> bytes:
+def _table(kind: bytes, rows: Sequence[tuple[int, int]]) -> bytes:
+    """A version-0 ``(count, value)`` table box (stts, ctts with non-negative offsets)."""
     packed = np.asarray(rows, dtype=np.int64).reshape(-1, 2)
-    dtype = ">u4" if fmt == ">II" else ">i4"
-    body = struct.pack(">I", len(rows)) + packed.astype(dtype).tobytes()
+    body = struct.pack(">I", len(rows)) + packed.astype(">u4").tobytes()
     return full_box(kind, 0, 0, body)
 
 
@@ -94,7 +95,7 @@ def build_header(
     start_cts = int(cts[0])
     keep = np.asarray(table.presented[sel], dtype=bool) & (cts >= start_cts)
     if not keep.any():
-        raise ValueError(f"samples {first}..{last} present no decodable frame")
+        raise Mp4Error(f"samples {first}..{last} present no decodable frame")
     kept_cts = cts[keep]
     lo_cts, hi_cts = int(kept_cts.min()), int(kept_cts.max())
     later = cts[cts > hi_cts]
