@@ -161,6 +161,12 @@ def test_older_schema_uses_a_separate_key_and_is_never_read(root: Path, home: Pa
     sidecar, _ = ensure_sidecar(store, VIDEOS, revision="main", parse=parse)
     assert sorted(parse.paths) == VIDEOS and sidecar.meta["schema_version"] == 3
     assert old.read_bytes() == b"an older schema archive"
+    # a damaged cache file (disk full, foreign tool) is rebuilt as well
+    sidecar.close()
+    target.write_bytes(target.read_bytes()[:100])
+    parse.paths.clear()
+    ensure_sidecar(store, VIDEOS, revision="main", parse=parse)
+    assert sorted(parse.paths) == VIDEOS
 
 
 def test_published_sidecar_is_used_and_validated(root: Path, home: Path) -> None:

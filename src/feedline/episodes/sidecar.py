@@ -393,6 +393,10 @@ def ensure_sidecar(
                 if cached is not None and not cached.stale(current):
                     return cached, current
                 base = cached if cached is not None else published
+                log.warning(
+                    "building the MP4 sidecar index of %s for %d video(s) (once per revision and "
+                    "video; later opens reuse %s)", store.url(), len(current), target,
+                )
                 try:
                     built = write_sidecar(
                         target, store, current, revision=revision, reuse=base, workers=workers, parse=parse
