@@ -21,6 +21,7 @@ import av
 import numpy as np
 
 from feedline.episodes.errors import SidecarError
+from feedline.episodes.index import IndexProvider
 from feedline.episodes.minimp4 import (
     SPAN_MODES,
     MiniMp4,
@@ -61,8 +62,8 @@ class VideoFrameReader:
 
     ``video_paths`` are the files that will be used (only their index entries are prepared up
     front; others are prepared on first use). ``revision`` keys the sidecar and index caches.
-    ``decoder_cache_size`` bounds the decoded GOP spans kept (LRU). Thread-safe; picklable (a
-    DataLoader worker reopens the index lazily). ``span_mode`` picks how far each fetched span
+    ``decoder_cache_size`` bounds the decoded GOP spans kept (LRU). Thread-safe; picklable when
+    its store is (a DataLoader worker maps the index its parent validated, without relisting). ``span_mode`` picks how far each fetched span
     runs (:data:`~feedline.episodes.minimp4.SPAN_MODES`): ``"gop"`` (default) suits sequential
     reads, ``"minimal"`` random single frames of long-GOP (H.264) videos.
     """
@@ -87,8 +88,6 @@ class VideoFrameReader:
         if span_mode not in SPAN_MODES:
             raise ValueError(f"span_mode {span_mode!r} is not one of {SPAN_MODES}")
         self.span_mode = span_mode
-        from feedline.episodes.index import IndexProvider
-
         self._provider = IndexProvider(
             store, revision=revision, lock_timeout_s=lock_timeout_s, workers=sidecar_workers
         )
