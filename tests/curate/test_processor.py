@@ -133,9 +133,11 @@ def test_spawn_pool_gives_the_same_output(tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
     make_corpus(one, files=4, docs=20, seed=5)
     shutil.copytree(one / "documents", two / "documents")
-    taggers = ("--taggers", "char_length_with_paragraphs_v1", "whitespace_tokenizer_v1", "c4_v2", "--experiment", "p")
-    run_feedline("tag", "--documents", glob_of(one), *taggers)
-    out = run_feedline("tag", "--documents", glob_of(two), *taggers, "--processes", "2")
+    taggers = ("--taggers", "char_length_with_paragraphs_v1", "whitespace_tokenizer_v1", "c4_v2", "test_slow_v1",
+               "--experiment", "p", "--tagger-modules", PLUGIN)  # user modules are imported in every worker
+    env = dict(os.environ, FEEDLINE_TEST_SLEEP="0")
+    run_feedline("tag", "--documents", glob_of(one), *taggers, env=env)
+    out = run_feedline("tag", "--documents", glob_of(two), *taggers, "--processes", "2", env=env)
     assert "tagged 4 files (80 documents)" in out.stdout
     assert tree_bytes(one / "attributes") == tree_bytes(two / "attributes")
     assert len(read_jsonl(two / "attributes" / "p" / "shard_003.jsonl.gz")) == 20
@@ -154,3 +156,10 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
     proc = run_feedline("tag", "--documents", str(tmp_path / "nothing" / "*.gz"), "--taggers", "char_length_v1",
                         check=False)
     assert "matches no files" in proc.stderr
+
+
+def test_list_taggers_includes_plugins():
+    out = run_feedline("list-taggers", "--tagger-modules", PLUGIN).stdout
+    lines = {line.split()[0]: line for line in out.splitlines()}
+    assert "gopher_v1" in lines and "Gopher rule inputs" in lines["gopher_v1"]
+    assert "minhash_near_dup_v1" in lines and "test_slow_v1" in lines

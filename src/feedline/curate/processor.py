@@ -103,7 +103,7 @@ def plan_tasks(sources: list[str], metadata: str) -> list[Task]:
     base = common_base(sources)
     tasks = []
     for src in sources:
-        name = relative_name(src, base) if not files.is_remote(src) else src.split("://", 1)[1]
+        name = relative_name(src, base)
         tasks.append(Task(src, f"{metadata.rstrip('/')}/{name}{MARKER_SUFFIX}", base))
     return tasks
 
