@@ -148,6 +148,7 @@ class _Download:
         self.retry = retry
         self.on_bytes = on_bytes
         self.sync = os.fsync if fsync else _no_sync
+        self.durable = fsync
         self.started = time.monotonic()
         self.fetched = 0
         self.restarts = 0
@@ -398,7 +399,7 @@ class _Download:
 
     def _durable(self, fd: int, snapshot: Checkpoint) -> None:
         self.sync(fd)
-        snapshot.save(self.ckpt_path)
+        snapshot.save(self.ckpt_path, durable=self.durable)
 
     def _wait_checkpoint(self) -> None:
         future, self.ckpt_future = self.ckpt_future, None
@@ -417,7 +418,7 @@ class _Download:
         handle.flush()
         self.sync(handle.fileno())
         replace(ckpt, verified_bytes=offset, sha256_prefix=self.hasher.copy().hexdigest()).save(
-            self.ckpt_path
+            self.ckpt_path, durable=self.durable
         )
 
     # -- completion --------------------------------------------------------------------------
