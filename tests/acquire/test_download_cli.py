@@ -377,3 +377,16 @@ def test_user_errors_are_one_line(tmp_path):
             proc.stderr.strip().splitlines()[-1].startswith("feedline: error:")
             and message in proc.stderr
         )
+
+
+def test_progress_bar_on_a_terminal_counts_every_byte(nginx_server, tmp_path, capsys):
+    from feedline.acquire.runner import RunConfig, run
+
+    sizes = {"p1.bin": 3 << 20, "p2.bin": 1 << 20}
+    for name, size in sizes.items():
+        (nginx_server.root / name).write_bytes(os.urandom(size))
+    urls = [f"{nginx_server.url}/{name}" for name in sizes]
+    manifest = run(RunConfig(urls, tmp_path / "out", workers=2, progress=True))
+    err = capsys.readouterr().err
+    assert "download" in err and "4.00M" in err  # tqdm's final byte count over both shards
+    assert json.loads(manifest.read_text())["totals"]["bytes"] == sum(sizes.values())
