@@ -162,6 +162,14 @@ def test_supported_edit_shapes_follow_ffmpeg_timeline(corpus: dict[str, Path], t
         assert np.sort(table.pts[table.presented]).tolist() == frame_times(path), entries
 
 
+def test_absurd_sample_count_is_rejected_without_allocating(corpus: dict[str, Path]) -> None:
+    data = corpus["videos/av1_single_end.mp4"].read_bytes()
+    stsz = struct.pack(">I4sIII", 20, b"stsz", 0, 1000, 0xFFFFFFF0)  # constant size, 4 G samples
+    patched = factory.replace_box(data, ["moov", "trak", "mdia", "minf", "stbl", "stsz"], stsz)
+    with pytest.raises(Mp4Error, match="stsz claims 4294967280 samples"):
+        table_of(patched, "x.mp4")
+
+
 def test_several_sample_descriptions_rejected(corpus: dict[str, Path]) -> None:
     data = bytearray(corpus["videos/av1_single_end.mp4"].read_bytes())
     _, start, _ = factory.find_box(bytes(data), ["moov", "trak", "mdia", "minf", "stbl", "stsd"])

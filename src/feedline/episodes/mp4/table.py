@@ -18,6 +18,8 @@ import numpy as np
 from feedline.episodes.errors import Mp4Error
 from feedline.episodes.mp4.boxes import EditEntry, RawTrack, locate_moov, parse_moov
 
+#: Most samples one track may claim (~2,500 h at 30 fps); garbage counts must not allocate.
+MAX_SAMPLES = 2**28
 #: Integer per-sample columns, all int64 in the canonical (sidecar) form.
 INT_COLUMNS = ("offset", "size", "dts", "ctts", "pts_ticks", "sync", "presented")
 
@@ -159,6 +161,8 @@ def build_table(raw: RawTrack, file_size: int, name: str) -> SampleTable:
 
     if n == 0:
         raise fail("the video track has no samples")
+    if n > MAX_SAMPLES or n > file_size:
+        raise fail(f"stsz claims {n} samples, impossible for a {file_size}-byte file")
     if raw.sample_sizes is not None:
         size = raw.sample_sizes.astype(np.int64)
         if len(size) != n:
