@@ -9,8 +9,11 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from feedline.episodes import minimp4
+from feedline.episodes.errors import Mp4Error
 from feedline.episodes.mp4.table import SampleTable, read_table
 from feedline.episodes.mp4.writer import build_header
 from feedline.io import open_store
@@ -125,3 +128,46 @@ def test_merge_ranges() -> None:
     ends = np.array([150, 50, 60, 10_010])
     assert minimp4.merge_ranges(starts, ends) == [(0, 150), (10_000, 10_010)]
     assert minimp4.merge_ranges(starts, ends, gap=0) == [(0, 60), (100, 150), (10_000, 10_010)]
+
+
+_EDIT_SOURCE: dict[str, bytes] = {}
+
+
+def _edit_source(corpus: tuple[Path, dict[str, Path]]) -> bytes:
+    if "data" not in _EDIT_SOURCE:
+        _EDIT_SOURCE["data"] = corpus[1]["videos/h264_single_end.mp4"].read_bytes()
+    return _EDIT_SOURCE["data"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    empty_ms=st.one_of(st.just(0), st.integers(1, 3000)),
+    media_time=st.integers(0, 12 * 1024),
+    duration_ms=st.integers(1, 4500),
+)
+def test_any_supported_edit_list_matches_pyav(
+    corpus: tuple[Path, dict[str, Path]], tmp_path_factory: pytest.TempPathFactory,
+    empty_ms: int, media_time: int, duration_ms: int,
+) -> None:
+    """Random edit lists on a real B-frame file: accepted ones give PyAV's timeline and pixels."""
+    data = _edit_source(corpus)
+    entries = ([(empty_ms, -1, 1, 0)] if empty_ms else []) + [(duration_ms, media_time, 1, 0)]
+    patched = factory.replace_box(data, ["moov", "trak", "edts", "elst"], factory.elst_box(entries))
+    try:
+        table = table_of(patched)
+    except Mp4Error as exc:
+        assert "presents no sample" in str(exc)
+        return
+    path = tmp_path_factory.mktemp("edits") / "e.mp4"
+    path.write_bytes(patched)
+    truth = decode_all(path)
+    assert np.sort(table.pts[table.presented]).tolist() == [t for t, _ in truth]
+    store = open_store(str(path.parent))
+    decoded: dict[int, av.VideoFrame] = {}
+    for first, last in minimp4.covering_spans(table, np.flatnonzero(table.presented), "e.mp4"):
+        mini = minimp4.fetch_span(store, "e.mp4", table, minimp4.plan_span(table, first, last))
+        decoded.update(minimp4.decode_span(mini, "e.mp4"))
+    assert len(decoded) == len(truth)
+    for t, img in truth:
+        frame = decoded[int(round(t * table.info.timescale))]
+        assert np.array_equal(frame.to_ndarray(format="rgb24"), img)
