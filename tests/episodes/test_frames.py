@@ -227,3 +227,26 @@ def test_frames_from_a_prefetched_mini_mp4(
     with pytest.raises(SidecarError, match="not inside the mini-MP4"):
         reader.frames_from(name, mini, [frames[40][0]])
     assert reader.frames_at(name, []).shape[0] == 0
+
+
+def test_transient_http_faults_are_retried(
+    corpus: tuple[Path, dict[str, Path]],
+    truth: dict[str, list[tuple[float, np.ndarray]]],
+    nginx_server,
+    fault_proxy,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """503s and a dropped connection while indexing and fetching spans change nothing."""
+    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
+    _store("nginx", corpus, _Req(nginx_server))  # puts the corpus behind nginx
+    store = open_store(f"{fault_proxy.url}/frames-corpus")
+    name = "videos/av1_multi.mp4"
+    fault_proxy.add_fault("status", code=503, count=2)
+    fault_proxy.add_fault("drop", after_bytes=200, count=1)
+    reader = VideoFrameReader(store, video_paths=[name])
+    fault_proxy.add_fault("status", code=503, count=1)
+    frames = truth[name]
+    got = reader.frames_at(name, [t for t, _ in frames])
+    assert all(np.array_equal(a, b) for a, (_, b) in zip(got, frames, strict=True))
+    assert not fault_proxy.faults  # every injected fault was hit
