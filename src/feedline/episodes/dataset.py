@@ -1,0 +1,355 @@
+"""``EpisodeDataset``: the map-style LeRobot v3 reader, the reference the streaming reader equals.
+
+It reproduces LeRobot 0.6.1's ``LeRobotDataset.__getitem__`` (``dataset_reader.py``) from any
+root feedline's I/O layer can open: windows from ``delta_timestamps`` resolved inside the
+episode with clamping and ``<key>_is_pad`` masks (padded slots repeat the edge frame/row),
+frames decoded at ``from_timestamp`` + the clamped rows' ``timestamp`` within ``tolerance_s``,
+float32 CHW images in [0, 1] (uint8 with ``return_uint8``), a time dimension only where a window
+has more than one slot, and the ``task`` string. Non-video columns of the selected episodes are
+read once at construction (row-group pruned); video frames always go through
+:class:`feedline.episodes.frames.VideoFrameReader`, so a remote MP4 is read by byte ranges from its
+sidecar index and never downloaded whole.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+from torch.utils.data import Dataset
+
+from feedline.episodes.format import DatasetMeta, EpisodeDatasetError, EpisodeTable, load_meta
+from feedline.episodes.parquet import EpisodeRows, read_episodes_rows
+from feedline.episodes.windows import PAD_SUFFIX, delta_indices, query_windows
+from feedline.errors import FeedlineError
+from feedline.io import Store, open_store
+
+DEFAULT_TOLERANCE_S = 1e-4  # LeRobot's default frame-timestamp tolerance
+DEFAULT_DECODER_CACHE_SIZE = 8
+DEFAULT_SIDECAR_LOCK_TIMEOUT_S = 1800.0
+
+
+def resolve_root(
+    repo_id: str | None, root: str | os.PathLike[str] | None, repo_type: str, revision: str | None
+) -> str:
+    """The URL a dataset is read from: ``root`` when given, else the Hub location of ``repo_id``."""
+    if root is not None:
+        return os.fspath(root)
+    if repo_id is None:
+        raise EpisodeDatasetError(
+            "give repo_id='OWNER/NAME' or root=<folder or URL> to open a dataset"
+        )
+    if repo_id.count("/") != 1 or repo_id.startswith("/") or repo_id.endswith("/"):
+        raise EpisodeDatasetError(f"repo_id {repo_id!r} must look like 'OWNER/NAME'")
+    if repo_type == "dataset":
+        return f"hf://datasets/{repo_id}" + (f"@{revision}" if revision else "")
+    if repo_type == "bucket":
+        return f"hf://buckets/{repo_id}"
+    raise EpisodeDatasetError(
+        f"repo_type {repo_type!r} is not supported; use 'dataset' or 'bucket'"
+    )
+
+
+_TRANSPORT_MODULES = {
+    "httpx",
+    "httpx2",
+    "requests",
+    "urllib3",
+    "aiohttp",
+    "botocore",
+    "huggingface_hub",
+}
+
+
+def _load_meta(store: Store, root_url: str) -> DatasetMeta:
+    """:func:`load_meta`, with network-library exceptions that escape the store made one line."""
+    try:
+        return load_meta(store)
+    except FeedlineError:
+        raise
+    except Exception as exc:
+        if (
+            not isinstance(exc, OSError)
+            and type(exc).__module__.split(".")[0] not in _TRANSPORT_MODULES
+        ):
+            raise
+        raise EpisodeDatasetError(
+            f"{root_url}: cannot read the dataset metadata ({type(exc).__name__}: {exc}); "
+            "check the URL, network access and credentials (storage_options)"
+        ) from exc
+
+
+def column_to_numpy(column: pa.ChunkedArray) -> np.ndarray:
+    """A Parquet column as an array with rows on axis 0 (fixed-size lists become extra axes)."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if isinstance(array, pa.ExtensionArray):
+        array = array.storage
+    shape: list[int] = []
+    values = array
+    while pa.types.is_fixed_size_list(values.type):
+        shape.append(values.type.list_size)
+        values = values.flatten()
+    if shape:
+        return values.to_numpy(zero_copy_only=False).reshape(len(array), *shape)
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        return np.array(array.to_pylist(), dtype=object)
+    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
+        rows = array.to_pylist()
+        try:
+            return np.array(rows)
+        except ValueError:
+            out = np.empty(len(rows), dtype=object)
+            out[:] = rows
+            return out
+    return array.to_numpy(zero_copy_only=False)
+
+
+def _as_torch(value: Any) -> Any:
+    """LeRobot's ``hf_transform_to_torch``: numbers and arrays become tensors, strings stay."""
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            return value.tolist()
+        return torch.from_numpy(np.array(value, copy=True))  # never alias the dataset's rows
+    if isinstance(value, np.generic):
+        return torch.from_numpy(np.array(value))
+    return value
+
+
+class EpisodeDataset(Dataset):
+    """Map-style LeRobot v3 dataset over a local folder, HTTP(S), S3 or the Hugging Face Hub.
+
+    ``repo_id`` reads ``hf://datasets/<repo_id>`` (``@revision`` when given) or, with
+    ``repo_type="bucket"``, ``hf://buckets/<repo_id>``; ``root`` (a folder or any URL feedline's
+    I/O layer opens) takes precedence. ``storage_options`` go to the store (credentials, S3
+    endpoint, HTTP connection limits). ``episodes`` selects episodes (storage order).
+    """
+
+    def __init__(
+        self,
+        repo_id: str | None = None,
+        *,
+        root: str | os.PathLike[str] | None = None,
+        repo_type: str = "dataset",
+        revision: str | None = None,
+        episodes: Iterable[int] | None = None,
+        delta_timestamps: Mapping[str, Iterable[float]] | None = None,
+        image_transforms: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        tolerance_s: float = DEFAULT_TOLERANCE_S,
+        return_uint8: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
+        decoder_cache_size: int = DEFAULT_DECODER_CACHE_SIZE,
+        sidecar_lock_timeout_s: float = DEFAULT_SIDECAR_LOCK_TIMEOUT_S,
+    ) -> None:
+        self.repo_id = repo_id
+        self.repo_type = repo_type
+        self.revision = revision
+        self.root_url = resolve_root(repo_id, root, repo_type, revision)
+        self.storage_options = dict(storage_options or {})
+        self.tolerance_s = float(tolerance_s)
+        self.return_uint8 = bool(return_uint8)
+        self.image_transforms = image_transforms
+        self.decoder_cache_size = int(decoder_cache_size)
+        self.sidecar_lock_timeout_s = float(sidecar_lock_timeout_s)
+        if image_transforms is not None and not callable(image_transforms):
+            raise EpisodeDatasetError("image_transforms must be callable or None")
+
+        self._pid = os.getpid()
+        self._store: Store | None = open_store(self.root_url, **self.storage_options)
+        self._frame_reader: Any = None
+        self.meta: DatasetMeta = _load_meta(self._store, self.root_url)
+        if self.meta.image_keys:
+            raise EpisodeDatasetError(
+                f"{self._store.url('meta/info.json')}: image features stored in Parquet "
+                f"({self.meta.image_keys}) are not supported; feedline reads video features"
+            )
+        self.episodes: list[int] | None = (
+            sorted({int(e) for e in episodes}) if episodes is not None else None
+        )
+        self.episode_table: EpisodeTable = self.meta.episodes.select(self.episodes)
+        self.delta_timestamps = (
+            {k: list(v) for k, v in delta_timestamps.items()} if delta_timestamps else None
+        )
+        self.delta_indices: dict[str, np.ndarray] | None = (
+            delta_indices(self.delta_timestamps, self.fps, self.tolerance_s, self.meta.features)
+            if self.delta_timestamps
+            else None
+        )
+        lengths = self.episode_table.length
+        self._episode_start = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        self._columns = self._load_rows()
+
+    # ---------------------------------------------------------------- metadata ---
+
+    @property
+    def fps(self) -> int:
+        return self.meta.fps
+
+    @property
+    def features(self) -> dict[str, dict[str, Any]]:
+        return self.meta.features
+
+    @property
+    def camera_keys(self) -> list[str]:
+        return self.meta.camera_keys
+
+    @property
+    def video_keys(self) -> list[str]:
+        return self.meta.video_keys
+
+    @property
+    def num_frames(self) -> int:
+        return int(self._episode_start[-1])
+
+    @property
+    def num_episodes(self) -> int:
+        return len(self.episode_table)
+
+    def __len__(self) -> int:
+        return self.num_frames
+
+    def __repr__(self) -> str:
+        return (
+            f"EpisodeDataset(root={self.root_url!r}, episodes={self.num_episodes}, "
+            f"frames={self.num_frames}, fps={self.fps}, cameras={self.camera_keys})"
+        )
+
+    # ------------------------------------------------------- process-local state ---
+
+    @property
+    def store(self) -> Store:
+        """This process's store (reopened in a DataLoader worker: connections are not shared)."""
+        if self._store is None or self._pid != os.getpid():
+            self._store = open_store(self.root_url, **self.storage_options)
+            self._frame_reader = None
+            self._pid = os.getpid()
+            self.meta.store = self._store
+        return self._store
+
+    def frame_reader(self) -> Any:
+        """This process's :class:`~feedline.episodes.frames.VideoFrameReader` (sidecar-backed)."""
+        store = self.store
+        if self._frame_reader is None:
+            from feedline.episodes.frames import VideoFrameReader
+
+            self._frame_reader = VideoFrameReader(
+                store,
+                revision=self.revision,
+                video_paths=self.episode_table.video_files(),
+                lock_timeout_s=self.sidecar_lock_timeout_s,
+                decoder_cache_size=self.decoder_cache_size,
+            )
+        return self._frame_reader
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_store"] = None
+        state["_frame_reader"] = None
+        state["meta"] = DatasetMeta(**{**self.meta.__dict__, "store": None})
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    # ------------------------------------------------------------------- rows ---
+
+    def _load_rows(self) -> dict[str, np.ndarray]:
+        """Every Parquet column of the selected episodes, episode after episode, rows on axis 0."""
+        table = self.episode_table
+        by_file: dict[str, list[EpisodeRows]] = {}
+        for i, ep in enumerate(table.episode_index):
+            want = EpisodeRows(
+                int(ep), int(table.dataset_from_index[i]), int(table.dataset_to_index[i])
+            )
+            by_file.setdefault(table.data_path[i], []).append(want)
+        per_episode: dict[int, pa.Table] = {}
+        for path, wanted in by_file.items():
+            per_episode.update(read_episodes_rows(self.store, path, wanted))
+        tables = [per_episode[int(e)] for e in table.episode_index]
+        if not tables:
+            return {}
+        schema = tables[0].schema
+        for t, ep in zip(tables, table.episode_index, strict=True):
+            if t.schema.names != schema.names:
+                raise EpisodeDatasetError(
+                    f"{self.store.url(table.data_path[table.position(int(ep))])}: episode {int(ep)} has columns "
+                    f"{t.schema.names}, others have {schema.names}"
+                )
+        combined = pa.concat_tables(tables, promote_options="permissive")
+        if self.video_keys and "timestamp" not in combined.column_names:
+            raise EpisodeDatasetError(
+                f"{self.store.url(table.data_path[0])}: no 'timestamp' column for video lookup"
+            )
+        return {name: column_to_numpy(combined.column(name)) for name in combined.column_names}
+
+    def locate(self, idx: int) -> tuple[int, int, int]:
+        """``(episode_index, frame_index_in_episode, global index)`` of dataset position ``idx``."""
+        if idx < 0:
+            idx += self.num_frames
+        if not 0 <= idx < self.num_frames:
+            raise IndexError(f"index {idx} out of range for {self.num_frames} frames")
+        pos = int(np.searchsorted(self._episode_start, idx, side="right")) - 1
+        offset = idx - int(self._episode_start[pos])
+        return (
+            int(self.episode_table.episode_index[pos]),
+            offset,
+            int(self.episode_table.dataset_from_index[pos]) + offset,
+        )
+
+    # ------------------------------------------------------------------- items ---
+
+    def __getitem__(self, idx: int) -> dict[str, Any]:
+        idx = int(idx)
+        episode_index, _, abs_index = self.locate(idx)
+        pos = self.episode_table.position(episode_index)
+        ep_from = int(self.episode_table.dataset_from_index[pos])
+        ep_to = int(self.episode_table.dataset_to_index[pos])
+        row_base = int(self._episode_start[pos]) - ep_from  # global index -> row position
+
+        row_pos = abs_index + row_base
+        columns: dict[str, Any] = {
+            name: _as_torch(values[row_pos]) for name, values in self._columns.items()
+        }
+        query: dict[str, np.ndarray] = {}
+        padding: dict[str, torch.Tensor] = {}
+        if self.delta_indices is not None:
+            query, pads = query_windows(abs_index, self.delta_indices, ep_from, ep_to)
+            padding = {key: torch.from_numpy(mask) for key, mask in pads.items()}
+            for key, indices in query.items():
+                if key in self._columns:
+                    columns[key] = _as_torch(self._columns[key][indices + row_base])
+
+        frames: dict[str, torch.Tensor] = {}
+        if self.video_keys:
+            timestamps = self._columns["timestamp"]
+            for key in self.video_keys:
+                rows = query[key] + row_base if key in query else np.array([row_pos])
+                shifted = float(self.episode_table.from_timestamp[key][pos]) + timestamps[
+                    rows
+                ].astype(np.float64)
+                frames[key] = self._decode(key, pos, shifted)
+
+        item: dict[str, Any] = {**frames, **columns, **padding}
+        if self.image_transforms is not None:
+            for key in self.camera_keys:
+                if key in item:
+                    item[key] = self.image_transforms(item[key])
+        if "task_index" in self._columns:
+            item["task"] = self.meta.tasks[int(self._columns["task_index"][row_pos])]
+        return item
+
+    def _decode(self, key: str, pos: int, timestamps_s: np.ndarray) -> torch.Tensor:
+        path = self.episode_table.video_path[key][pos]
+        rgb = self.frame_reader().frames_at(
+            path, timestamps_s.tolist(), tolerance_s=self.tolerance_s
+        )
+        tensor = torch.as_tensor(np.asarray(rgb)).permute(0, 3, 1, 2).contiguous()
+        if not self.return_uint8:
+            tensor = tensor.to(torch.float32) / 255.0
+        return tensor.squeeze(0)  # LeRobot squeezes a one-slot window, with or without deltas
+
+
+__all__ = ["PAD_SUFFIX", "EpisodeDataset", "column_to_numpy", "resolve_root"]
