@@ -378,38 +378,38 @@ def ensure_sidecar(
         if not cached.stale(current):
             return cached, current
         cached.close()
-    published = _published(store, current)
+    # Without fingerprints nothing published can be validated, so do not even download it.
+    identified = all(info.fingerprint is not None for info in current.values())
+    published = _published(store, current) if identified else None
+    lock = target.with_name(target.name + ".lock")
     try:
-        if published is not None and not published.stale(current):
-            lock = target.with_name(target.name + ".lock")
-            with process_lock(lock, lock_timeout_s), atomic_write(target) as handle:
-                handle.write(published.path.read_bytes())
-            log.info("using the published MP4 sidecar of %s", store.url())
-            return Sidecar(target), current
-        lock = target.with_name(target.name + ".lock")
-        try:
-            with process_lock(lock, lock_timeout_s):
-                cached = try_load(target)  # another process may have built it while we waited
-                if cached is not None and not cached.stale(current):
-                    return cached, current
-                base = cached if cached is not None else published
-                log.warning(
-                    "building the MP4 sidecar index of %s for %d video(s) (once per revision and "
-                    "video; later opens reuse %s)", store.url(), len(current), target,
+        with process_lock(lock, lock_timeout_s):
+            if published is not None and not published.stale(current):
+                with atomic_write(target) as handle:
+                    handle.write(published.path.read_bytes())
+                log.info("using the published MP4 sidecar of %s", store.url())
+                return Sidecar(target), current
+            cached = try_load(target)  # another process may have built it while we waited
+            if cached is not None and not cached.stale(current):
+                return cached, current
+            base = cached if cached is not None else published
+            log.warning(
+                "building the MP4 sidecar index of %s for %d video(s) (once per revision and "
+                "video; later opens reuse %s)", store.url(), len(current), target,
+            )
+            try:
+                built = write_sidecar(
+                    target, store, current, revision=revision, reuse=base, workers=workers, parse=parse
                 )
-                try:
-                    built = write_sidecar(
-                        target, store, current, revision=revision, reuse=base, workers=workers, parse=parse
-                    )
-                finally:
-                    if cached is not None:
-                        cached.close()
-                return built, current
-        except LockTimeout as exc:
-            raise SidecarError(
-                f"waiting for another process to build the MP4 sidecar of {store.url()}: {exc}; "
-                "raise streaming_sidecar_lock_timeout_s or build it ahead with `feedline build-sidecar`"
-            ) from exc
+            finally:
+                if cached is not None:
+                    cached.close()
+            return built, current
+    except LockTimeout as exc:
+        raise SidecarError(
+            f"waiting for another process to build the MP4 sidecar of {store.url()}: {exc}; "
+            "raise streaming_sidecar_lock_timeout_s or build it ahead with `feedline build-sidecar`"
+        ) from exc
     finally:
         if published is not None:  # a temporary local copy
             published.close()
