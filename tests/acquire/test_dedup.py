@@ -114,7 +114,7 @@ def test_other_seed_same_quality(corpus: PlantedCorpus) -> None:
     assert precision == 1.0 and recall >= 0.99
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(chunk=st.integers(1, 700), verify=st.sampled_from(["exact", "estimate"]))
 def test_batch_equals_one_at_a_time(corpus: PlantedCorpus, chunk: int, verify: str) -> None:
     ids, texts = corpus.ids[:700], corpus.texts[:700]

@@ -270,7 +270,7 @@ class Deduplicator:
     ) -> list[Verdict]:
         n = hi - lo
         verdicts: list[Verdict | None] = [None] * n
-        exact_of = self._exact_matches(batch.exact_keys[lo:hi])
+        exact_of, first_in_step = self._exact_matches(batch.exact_keys[lo:hi])
         # Rows that are not exact duplicates get an internal index (in order) and enter the exact
         # index; of those, rows with at least one shingle go through the near-duplicate stage.
         fresh = np.flatnonzero(exact_of < -1)  # -2 marks "no exact match"
@@ -292,9 +292,8 @@ class Deduplicator:
         self._ids.extend(ids[lo + r] for r in fresh.tolist())
         self._add_exact(batch.exact_keys[lo + fresh], internal[fresh])
         # exact duplicates of earlier rows of this same step
-        first_in_chunk = self._first_rows
         for r in in_chunk.tolist():
-            verdicts[r] = Verdict("exact_dup", ids[lo + first_in_chunk[r]])
+            verdicts[r] = Verdict("exact_dup", ids[lo + first_in_step[r]])
         sets_cache: dict[int, np.ndarray] = {}
 
         def row_set(row: int) -> np.ndarray:
@@ -344,9 +343,10 @@ class Deduplicator:
         return out
 
     # -- helpers ---------------------------------------------------------------------------
-    def _exact_matches(self, keys: np.ndarray) -> np.ndarray:
+    def _exact_matches(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per row: internal index of an earlier equal document (>= 0), -1 when the first equal
-        document is an earlier row of this step (see ``_first_rows``), -2 when new."""
+        document is an earlier row of this step, -2 when new; and per row the first row of the
+        step with the same key."""
         n = len(keys)
         result = np.full(n, -2, dtype=np.int64)
         q_rows, q_docs = self._exact.query(keys[:, :1])
@@ -356,16 +356,16 @@ class Deduplicator:
         _, first, inverse = np.unique(
             keys.view(np.dtype((np.void, 16))).ravel(), return_index=True, return_inverse=True
         )
-        self._first_rows = first[inverse.ravel()]
-        repeat = (self._first_rows != np.arange(n)) & (result == -2)
+        first_rows = first[inverse.ravel()]
+        repeat = (first_rows != np.arange(n)) & (result == -2)
         result[repeat] = -1
         # A row whose first in-step equal is itself an earlier exact duplicate of an older
         # document points at that older document too.
         for r in np.flatnonzero(repeat).tolist():
-            first_row = int(self._first_rows[r])
+            first_row = int(first_rows[r])
             if result[first_row] >= 0:
                 result[r] = result[first_row]
-        return result
+        return result, first_rows
 
     def _add_exact(self, keys: np.ndarray, internal: np.ndarray) -> None:
         if len(internal) == 0:
