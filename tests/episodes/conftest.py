@@ -22,7 +22,8 @@ AV1_LAYOUT = dict(
     data_files_size_in_mb=0.012,
     episodes_per_meta_file=3,
 )
-# H.264 with two B-frames and GOP 30: real reordering, ctts, an edit list of two frames.
+# H.264 with two B-frames and GOP 30: real reordering, ctts, an edit list of two frames; episodes
+# 0-1 share a concatenated file, episode 2 rolls over into its own file (moov at the end).
 H264_LAYOUT = dict(
     episodes=3,
     frames_per_episode=[14, 33, 9],
@@ -31,6 +32,7 @@ H264_LAYOUT = dict(
     vcodec="h264",
     gop=30,
     bframes=2,
+    video_files_size_in_mb=0.019,
 )
 
 

@@ -68,7 +68,7 @@ def check_sample(item: dict, synth: SyntheticDataset, episode: int, frame: int) 
     assert item["observation.state_is_pad"].tolist() == [False]
 
 
-CASES = [("av1", "local"), ("av1", "http"), ("av1", "s3"), ("h264", "local"), ("h264", "http")]
+CASES = [("av1", "local"), ("av1", "http"), ("av1", "s3"), ("h264", "local"), ("h264", "http"), ("h264", "s3")]
 
 
 @pytest.mark.parametrize(("name", "where"), CASES, ids=[f"{n}-{w}" for n, w in CASES])
