@@ -119,3 +119,13 @@ def test_url_never_carries_credentials() -> None:
     store = open_store("https://user:secret@example.invalid/root?token=abc")
     assert "secret" not in store.url("x") and "token" not in store.url("x")
     assert "secret" not in repr(store)
+
+
+def test_stores_pickle_for_dataloader_workers(store: Store) -> None:
+    import pickle
+
+    if store.root_url.startswith("memory://"):
+        pytest.skip("a memory store lives in one process by design")
+    clone = pickle.loads(pickle.dumps(store))
+    assert clone.read_range(NAME, 10, 20) == PAYLOAD[10:20]
+    assert clone.root_url == store.root_url

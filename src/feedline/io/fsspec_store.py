@@ -29,6 +29,10 @@ except ImportError:  # pragma: no cover
     _BotoCoreError = OSError  # type: ignore[misc,assignment]
 
 
+#: Libraries whose exceptions mean "the network or the remote service failed", not a bug here.
+_TRANSPORT_MODULES = {"httpx", "httpcore", "requests", "aiohttp", "huggingface_hub", "urllib3"}
+
+
 def _mtime(info: dict[str, Any]) -> float | None:
     value = info.get("LastModified") or info.get("mtime") or info.get("created")
     if value is None:
@@ -79,11 +83,21 @@ class FsspecStore(Store):
                 raise TransientError(f"{what}: {type(exc).__name__}") from None
             except OSError as exc:
                 text = str(exc)
+                if type(exc).__module__.split(".")[0] in _TRANSPORT_MODULES:
+                    raise TransientError(f"{what}: {type(exc).__name__}") from None
                 if "InvalidRange" in text or "416" in text or "not satisfiable" in text:
                     raise RangeError(f"{what}: requested range not satisfiable") from None
                 if any(code in text for code in ("500", "502", "503", "504", "SlowDown")):
                     raise TransientError(f"{what}: {text[:160]}") from None
                 raise StoreError(f"{what}: {text[:200]}") from None
+            except Exception as exc:
+                # huggingface_hub (httpx) and aiohttp raise their own types for network failures.
+                if type(exc).__module__.split(".")[0] not in _TRANSPORT_MODULES:
+                    raise
+                name = type(exc).__name__
+                if any(word in name for word in ("Connect", "Timeout", "Network", "Protocol")):
+                    raise TransientError(f"{what}: {name}") from None
+                raise StoreError(f"{what}: {name}: {str(exc)[:200]}") from None
 
         return call_with_retries(once, policy=self.retry, what=what)
 

@@ -97,7 +97,9 @@ class HttpRangeClient:
         self.subranges = subranges
         self.retry = retry
         self.min_subrange_bytes = min_subrange_bytes
-        self._headers = {"Accept-Encoding": "identity", **(headers or {})}
+        self.timeout_s = timeout_s
+        self.extra_headers = dict(headers or {})
+        self._headers = {"Accept-Encoding": "identity", **self.extra_headers}
         self._pool = urllib3.PoolManager(
             num_pools=8,
             maxsize=max_connections,

@@ -23,6 +23,24 @@ class HttpStore(Store):
         self.client = client or HttpRangeClient()
         self.max_connections = self.client.max_connections
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickle the settings, not the pool: a DataLoader worker opens its own connections."""
+        client = self.client
+        return {
+            "base_url": self.base_url,
+            "client_kwargs": {
+                "max_connections": client.max_connections,
+                "subranges": client.subranges,
+                "timeout_s": client.timeout_s,
+                "retry": client.retry,
+                "headers": client.extra_headers,
+                "min_subrange_bytes": client.min_subrange_bytes,
+            },
+        }
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(state["base_url"], HttpRangeClient(**state["client_kwargs"]))  # type: ignore[misc,arg-type]
+
     def _full(self, path: str) -> str:
         clean = self.clean_path(path)
         return f"{self.base_url}/{clean}" if clean else self.base_url
