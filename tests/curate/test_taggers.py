@@ -226,3 +226,14 @@ def test_builtin_map_is_complete_and_whitespace_table_current():
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=12))
+def test_gopher_batch_equals_one_by_one(batch):
+    tagger = get_tagger("gopher_v1")()
+    docs = [Document(id=str(i), text=t) for i, t in enumerate(batch)]
+    got = tagger.tag_batch(docs)
+    expected = [tagger.tag(d) for d in docs]
+    assert got == expected
+    assert [list(g) for g in got] == [list(e) for e in expected]

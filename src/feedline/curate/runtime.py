@@ -19,11 +19,12 @@ import msgspec
 
 from feedline.curate import files
 from feedline.curate.errors import CurateError, RetryableFailure
-from feedline.curate.model import KEY_SEPARATOR, AttributeRow, document_decoder
+from feedline.curate.model import KEY_SEPARATOR, AttributeRow, Document, document_decoder
 from feedline.curate.registry import check_name, get_tagger, import_tagger_modules
 from feedline.curate.taggers.base import BaseTagger
 
 DOCUMENTS_SEGMENT = "documents"
+BATCH_SIZE = 256  # rows handed to each tagger at once (taggers may vectorise across them)
 ProgressFn = Callable[[int], None]
 
 
@@ -172,44 +173,28 @@ class FileTagger:
 
     def _run(self, src: str, outputs: list[_Output], progress: ProgressFn | None) -> int:
         decode = self.decoder.decode
-        encode_into = self.encoder.encode_into
         every_docs = max(1, self.job.progress_every_docs)
         every_s = self.job.progress_every_s
-        check_every = min(every_docs, 256)  # read the clock every few hundred rows, not every row
         reported = count = 0
         last_report = time.monotonic()
+        batch: list[Document] = []
         with files.open_lines(src) as lines:
             for line in lines:
                 count += 1
                 try:
-                    doc = decode(line)
+                    batch.append(decode(line))
                 except msgspec.DecodeError as exc:
                     raise CurateError(f"{src}: line {count}: not a valid document row ({exc})") from None
-                for out in outputs:
-                    attributes: dict[str, list[tuple[int, int, float]]] = {}
-                    for prefix, tagger in out.taggers:
-                        try:
-                            tagged = tagger.tag(doc)
-                        except (CurateError, RetryableFailure):
-                            raise
-                        except Exception as exc:
-                            raise CurateError(
-                                f"{src}: line {count} (id {doc.id!r}): tagger {tagger.name!r} failed: "
-                                f"{type(exc).__name__}: {exc}"
-                            ) from exc
-                        for signal, values in tagged.items():
-                            attributes[prefix + signal] = values
-                    buffer = out.buffer
-                    encode_into(AttributeRow(doc.id, attributes, doc.source), buffer, -1)
-                    buffer.extend(b"\n")
-                    if len(buffer) >= 1 << 20:
-                        out.sink.write(bytes(buffer))
-                        buffer.clear()
-                if progress is not None and count - reported >= check_every:
-                    now = time.monotonic()
-                    if count - reported >= every_docs or now - last_report >= every_s:
-                        progress(count - reported)
-                        reported, last_report = count, now
+                if len(batch) == BATCH_SIZE:
+                    self._tag_batch(src, count - len(batch) + 1, batch, outputs)
+                    batch = []
+                    if progress is not None:
+                        now = time.monotonic()
+                        if count - reported >= every_docs or now - last_report >= every_s:
+                            progress(count - reported)
+                            reported, last_report = count, now
+            if batch:
+                self._tag_batch(src, count - len(batch) + 1, batch, outputs)
         for out in outputs:
             if out.buffer:
                 out.sink.write(bytes(out.buffer))
@@ -217,6 +202,49 @@ class FileTagger:
         if progress is not None and count > reported:
             progress(count - reported)
         return count
+
+    def _tag_batch(self, src: str, first_line: int, docs: list[Document], outputs: list[_Output]) -> None:
+        """Run every tagger on a batch of rows (taggers may vectorise across it), then write
+        one attribute row per document and output, in document order."""
+        encode_into = self.encoder.encode_into
+        for out in outputs:
+            per_tagger = [(prefix, self._run_tagger(tagger, src, first_line, docs)) for prefix, tagger in out.taggers]
+            buffer = out.buffer
+            for i, doc in enumerate(docs):
+                attributes: dict[str, list[tuple[int, int, float]]] = {}
+                for prefix, results in per_tagger:
+                    for signal, values in results[i].items():
+                        attributes[prefix + signal] = values
+                encode_into(AttributeRow(doc.id, attributes, doc.source), buffer, -1)
+                buffer.extend(b"\n")
+            if len(buffer) >= 1 << 20:
+                out.sink.write(bytes(buffer))
+                buffer.clear()
+
+    @staticmethod
+    def _run_tagger(
+        tagger: BaseTagger, src: str, first_line: int, docs: list[Document]
+    ) -> list[dict[str, list[tuple[int, int, float]]]]:
+        try:
+            return tagger.tag_batch(docs)
+        except (CurateError, RetryableFailure):
+            raise
+        except Exception as batch_error:
+            # name the document: rerun one by one up to the failing row
+            for offset, doc in enumerate(docs):
+                try:
+                    tagger.tag(doc)
+                except (CurateError, RetryableFailure):
+                    raise
+                except Exception as exc:
+                    raise CurateError(
+                        f"{src}: line {first_line + offset} (id {doc.id!r}): tagger {tagger.name!r} failed: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+            raise CurateError(
+                f"{src}: lines {first_line}-{first_line + len(docs) - 1}: tagger {tagger.name!r} failed: "
+                f"{type(batch_error).__name__}: {batch_error}"
+            ) from batch_error
 
 
 def _remove_stale_temps(path: str) -> None:

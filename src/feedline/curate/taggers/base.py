@@ -44,6 +44,12 @@ class BaseTagger:
         return grouped
 
 
+    def tag_batch(self, docs: list[Document]) -> list[dict[str, list[tuple[int, int, float]]]]:
+        """:meth:`tag` for consecutive rows of a file, in order. Override to vectorise across
+        documents; the result must equal ``[self.tag(d) for d in docs]``."""
+        return [self.tag(doc) for doc in docs]
+
+
 class BaseTaggerWithMetadata(BaseTagger):
     """A tagger that reads ``doc.metadata``; its presence switches the runtime's decoder."""
 

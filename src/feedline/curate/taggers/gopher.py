@@ -20,7 +20,7 @@ from collections import Counter
 import numpy as np
 import regex
 
-from feedline.curate.model import DocResult, Document, Span
+from feedline.curate.model import SCORE_PRECISION, DocResult, Document, Span
 from feedline.curate.registry import add_tagger
 from feedline.curate.taggers.base import BaseTagger
 
@@ -35,6 +35,30 @@ STR_SPLIT_WHITESPACE = (
 _SPACE = "".join(re.escape(c) for c in STR_SPLIT_WHITESPACE)
 # a word with no letter (str.isalpha is Unicode category L*, as regex's \p{L})
 _NO_LETTER_WORD = regex.compile(rf"(?:^|(?<=[{_SPACE}]))[^{_SPACE}\p{{L}}]+(?=[{_SPACE}]|$)")
+
+
+_STAT_NAMES = (
+    "word_count",
+    "median_word_length",
+    "symbol_to_word_ratio",
+    "fraction_of_words_with_alpha_character",
+    "required_word_count",
+    "fraction_of_lines_starting_with_bullet_point",
+    "fraction_of_lines_ending_with_ellipsis",
+    "fraction_of_duplicate_lines",
+    "fraction_of_characters_in_duplicate_lines",
+)
+
+
+def _line_stats(text: str, word_chars: int, stats: dict[str, float]) -> None:
+    lines = text.split("\n")
+    bullets = sum(1 for line in lines if line.startswith(("*", "-")))
+    ellipsis = sum(1 for line in lines if line.endswith("\u2026"))
+    stats["fraction_of_lines_starting_with_bullet_point"] = bullets / len(lines)
+    stats["fraction_of_lines_ending_with_ellipsis"] = ellipsis / len(lines)
+    repeated = [(line, c) for line, c in Counter(lines).items() if c > 1]
+    stats["fraction_of_duplicate_lines"] = sum(c for _, c in repeated) / len(lines)
+    stats["fraction_of_characters_in_duplicate_lines"] = sum(len(x) * c for x, c in repeated) / word_chars
 
 
 def _symbol_words(words: list[str], text: str) -> int:
@@ -94,20 +118,7 @@ class Gopher(BaseTagger):
     def predict(self, doc: Document) -> DocResult:
         text = doc.text
         n_chars = len(text)
-        stats = dict.fromkeys(
-            (
-                "word_count",
-                "median_word_length",
-                "symbol_to_word_ratio",
-                "fraction_of_words_with_alpha_character",
-                "required_word_count",
-                "fraction_of_lines_starting_with_bullet_point",
-                "fraction_of_lines_ending_with_ellipsis",
-                "fraction_of_duplicate_lines",
-                "fraction_of_characters_in_duplicate_lines",
-            ),
-            0.0,
-        )
+        stats = dict.fromkeys(_STAT_NAMES, 0.0)
         spans: list[Span] = []
         if n_chars:
             words = text.split()
@@ -136,15 +147,123 @@ class Gopher(BaseTagger):
                 word_chars = max(int(lengths.sum()), 1)
             else:
                 word_chars = 1
-            lines = text.split("\n")
-            bullets = sum(1 for line in lines if line.startswith(("*", "-")))
-            ellipsis = sum(1 for line in lines if line.endswith("\u2026"))
-            stats["fraction_of_lines_starting_with_bullet_point"] = bullets / len(lines)
-            stats["fraction_of_lines_ending_with_ellipsis"] = ellipsis / len(lines)
-            line_counts = Counter(lines)
-            repeated = [(line, c) for line, c in line_counts.items() if c > 1]
-            stats["fraction_of_duplicate_lines"] = sum(c for _, c in repeated) / len(lines)
-            stats["fraction_of_characters_in_duplicate_lines"] = sum(len(x) * c for x, c in repeated) / word_chars
+            _line_stats(text, word_chars, stats)
         spans.append(Span(0, n_chars, "character_count", n_chars))
         spans.extend(Span(0, n_chars, name, value) for name, value in stats.items())
         return DocResult(doc, spans)
+
+    def tag_batch(self, docs: list[Document]) -> list[dict[str, list[tuple[int, int, float]]]]:
+        return gopher_batch([doc.text for doc in docs])
+
+
+def _scatter_max(target: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:
+    np.maximum.at(target, index, values)
+
+
+def batch_ngram_fractions(
+    ids: np.ndarray, lengths: np.ndarray, doc_of_word: np.ndarray, starts: np.ndarray, counts: np.ndarray
+) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """:func:`ngram_fractions` for a whole batch of documents with one ``np.unique`` per n.
+
+    ``ids`` are batch-wide word ids of all documents concatenated, ``doc_of_word`` the document
+    of each word, ``starts``/``counts`` each document's first word and word count. Returns, per
+    n, an array of per-document values (meaningful where the document has >= n words).
+    """
+    n_docs = len(starts)
+    total = len(ids)
+    vocab = int(ids.max()) + 1 if total else 1
+    cumulative = np.concatenate(([0], np.cumsum(lengths)))
+    word_chars = np.maximum(np.bincount(doc_of_word, weights=lengths, minlength=n_docs), 1.0)
+    position = np.arange(total) - np.repeat(starts, counts)
+    doc_length = np.repeat(counts, counts)
+    # level 1: document-specific word ids, kept where the word occurs more than once in its doc
+    _, inverse, occurrences = np.unique(doc_of_word.astype(np.int64) * vocab + ids, return_inverse=True,
+                                        return_counts=True)
+    repeated = np.where(occurrences[inverse] > 1, inverse, -1)
+    most_common: dict[int, np.ndarray] = {}
+    duplicate: dict[int, np.ndarray] = {}
+    for n in range(2, 11):
+        windows = total - n + 1
+        if windows <= 0:
+            break
+        window_chars = cumulative[n : n + windows] - cumulative[:windows]
+        valid = position[:windows] + n <= doc_length[:windows]
+        candidates = np.flatnonzero(valid & (repeated[:windows] >= 0) & (repeated[1 : windows + 1] >= 0))
+        next_repeated = np.full(windows, -1, dtype=np.int64)
+        keys = repeated[candidates] * vocab + ids[candidates + n - 1]
+        first, group_of, group_count = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)[1:]
+        again = group_count[group_of] > 1
+        next_repeated[candidates[again]] = group_of[again]
+        if n in MOST_COMMON_NGRAMS:
+            top = np.ones(n_docs, dtype=np.int64)
+            pick = starts.copy()
+            multi = group_count > 1
+            if multi.any():
+                group_first = candidates[first[multi]]
+                group_doc = doc_of_word[group_first]
+                _scatter_max(top, group_doc, group_count[multi])
+                is_top = group_count[multi] == top[group_doc]
+                earliest = np.full(n_docs, np.iinfo(np.int64).max, dtype=np.int64)
+                np.minimum.at(earliest, group_doc[is_top], group_first[is_top])
+                pick = np.where(top > 1, earliest, starts)
+            safe_pick = np.minimum(pick, windows - 1)
+            most_common[n] = (top * window_chars[safe_pick]) / word_chars
+        else:
+            repeated_positions = candidates[again]
+            repeated_chars = np.bincount(doc_of_word[repeated_positions], weights=window_chars[repeated_positions],
+                                         minlength=n_docs)
+            all_chars = np.bincount(doc_of_word[:windows][valid], weights=window_chars[valid], minlength=n_docs)
+            duplicate[n] = repeated_chars / np.maximum(all_chars, 1.0)
+        repeated = next_repeated
+    return most_common, duplicate
+
+
+def gopher_batch(texts: list[str]) -> list[dict[str, list[tuple[int, int, float]]]]:
+    """``Gopher().tag`` for many texts at once (same values; the n-gram work is batched)."""
+    split = [t.split() for t in texts]
+    counts = np.fromiter(map(len, split), np.int64, len(split))
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    index: dict[str, int] = {}
+    total = int(counts.sum())
+    ids = np.fromiter((index.setdefault(w, len(index)) for words in split for w in words), np.int64, total)
+    unique_lengths = np.fromiter(map(len, index), np.int64, len(index))
+    lengths = unique_lengths[ids] if total else np.zeros(0, np.int64)
+    doc_of_word = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
+    most_common, duplicate = batch_ngram_fractions(ids, lengths, doc_of_word, starts, counts) if total else ({}, {})
+    required_ids = [index[w] for w in REQUIRED_ENGLISH_WORDS if w in index]
+    required = np.bincount(doc_of_word, weights=np.isin(ids, required_ids), minlength=len(texts))
+    order = np.lexsort((lengths, doc_of_word))
+    sorted_lengths = lengths[order]
+    results = []
+    for d, text in enumerate(texts):
+        n_chars = len(text)
+        stats = dict.fromkeys(_STAT_NAMES, 0.0)
+        grouped: dict[str, list[tuple[int, int, float]]] = {}
+        if n_chars:
+            words = split[d]
+            word_count = len(words)
+            stats["word_count"] = word_count
+            word_chars = 1
+            if word_count:
+                s = int(starts[d])
+                stats["median_word_length"] = (int(sorted_lengths[s + (word_count - 1) // 2])
+                                               + int(sorted_lengths[s + word_count // 2])) / 2
+                stats["symbol_to_word_ratio"] = _symbol_words(words, text) / word_count
+                no_letter = len(_NO_LETTER_WORD.findall(text))
+                stats["fraction_of_words_with_alpha_character"] = (word_count - no_letter) / word_count
+                stats["required_word_count"] = int(required[d])
+                for n in MOST_COMMON_NGRAMS:
+                    if word_count >= n:
+                        grouped[f"fraction_of_characters_in_most_common_{n}grams"] = [
+                            (0, n_chars, round(float(most_common[n][d]), SCORE_PRECISION))]
+                for n in DUPLICATE_NGRAMS:
+                    if word_count >= n:
+                        grouped[f"fraction_of_characters_in_duplicate_{n}grams"] = [
+                            (0, n_chars, round(float(duplicate[n][d]), SCORE_PRECISION))]
+                word_chars = max(int(unique_lengths[ids[s : s + word_count]].sum()), 1)
+            _line_stats(text, word_chars, stats)
+        grouped["character_count"] = [(0, n_chars, float(n_chars))]
+        for name, value in stats.items():
+            grouped[name] = [(0, n_chars, round(float(value), SCORE_PRECISION))]
+        results.append(grouped)
+    return results
