@@ -289,3 +289,27 @@ def test_hub_repo_id_offline_is_a_clear_error(monkeypatch):
     with pytest.raises(FeedlineError) as err:
         EpisodeDataset("feedline-test/not-a-dataset", revision="v3.0")
     assert "hf://datasets/feedline-test/not-a-dataset@v3.0" in _one_line(err)
+
+
+def test_shared_assembly_pieces(av1_dataset):
+    """The pieces the streaming reader shares: episode rows, the sample spec, the video times."""
+    from feedline.episodes.assemble import assemble_sample, video_timestamps
+
+    ds = EpisodeDataset(root=str(av1_dataset.root), delta_timestamps={CAM0: [-0.1, 0.0, 0.1]})
+    episode = ds.episode_data(1)
+    assert episode.length == 20 and episode.dataset_to_index == 32
+    stamps = video_timestamps(ds.sample_spec, episode, 19)
+    from_ts = ds.meta.episodes[1].videos[CAM0].from_timestamp
+    assert stamps[CAM0] == [from_ts + float(np.float32(f / 10)) for f in (18, 19, 19)]
+    assert stamps[CAM1] == [from_ts + float(np.float32(1.9))]
+    calls = []
+
+    def decode(key, path, times):
+        calls.append((key, path, times))
+        return ds.frame_reader().frames_at(path, times)
+
+    item = assemble_sample(ds.sample_spec, episode, 19, decode)
+    assert [c[0] for c in calls] == [CAM0, CAM1]
+    assert all(torch.equal(item[k], ds[31][k]) for k in (CAM0, CAM1, "action", f"{CAM0}_is_pad"))
+    with pytest.raises(IndexError):
+        assemble_sample(ds.sample_spec, episode, 20, decode)

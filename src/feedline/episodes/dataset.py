@@ -22,9 +22,10 @@ import pyarrow as pa
 import torch
 from torch.utils.data import Dataset
 
+from feedline.episodes.assemble import EpisodeData, SampleSpec, assemble_sample
 from feedline.episodes.format import DatasetMeta, EpisodeDatasetError, EpisodeTable, load_meta
 from feedline.episodes.parquet import EpisodeRows, read_episodes_rows
-from feedline.episodes.windows import PAD_SUFFIX, delta_indices, query_windows
+from feedline.episodes.windows import PAD_SUFFIX, delta_indices
 from feedline.errors import FeedlineError
 from feedline.io import Store, open_store
 
@@ -106,17 +107,6 @@ def column_to_numpy(column: pa.ChunkedArray) -> np.ndarray:
             out[:] = rows
             return out
     return array.to_numpy(zero_copy_only=False)
-
-
-def _as_torch(value: Any) -> Any:
-    """LeRobot's ``hf_transform_to_torch``: numbers and arrays become tensors, strings stay."""
-    if isinstance(value, np.ndarray):
-        if value.dtype == object:
-            return value.tolist()
-        return torch.from_numpy(np.array(value, copy=True))  # never alias the dataset's rows
-    if isinstance(value, np.generic):
-        return torch.from_numpy(np.array(value))
-    return value
 
 
 class EpisodeDataset(Dataset):
@@ -301,55 +291,40 @@ class EpisodeDataset(Dataset):
 
     # ------------------------------------------------------------------- items ---
 
-    def __getitem__(self, idx: int) -> dict[str, Any]:
-        idx = int(idx)
-        episode_index, _, abs_index = self.locate(idx)
+    def episode_data(self, episode_index: int) -> EpisodeData:
+        """One selected episode's rows and video spans (views, no copy), for sample assembly."""
         pos = self.episode_table.position(episode_index)
-        ep_from = int(self.episode_table.dataset_from_index[pos])
-        ep_to = int(self.episode_table.dataset_to_index[pos])
-        row_base = int(self._episode_start[pos]) - ep_from  # global index -> row position
-
-        row_pos = abs_index + row_base
-        columns: dict[str, Any] = {
-            name: _as_torch(values[row_pos]) for name, values in self._columns.items()
-        }
-        query: dict[str, np.ndarray] = {}
-        padding: dict[str, torch.Tensor] = {}
-        if self.delta_indices is not None:
-            query, pads = query_windows(abs_index, self.delta_indices, ep_from, ep_to)
-            padding = {key: torch.from_numpy(mask) for key, mask in pads.items()}
-            for key, indices in query.items():
-                if key in self._columns:
-                    columns[key] = _as_torch(self._columns[key][indices + row_base])
-
-        frames: dict[str, torch.Tensor] = {}
-        if self.video_keys:
-            timestamps = self._columns["timestamp"]
-            for key in self.video_keys:
-                rows = query[key] + row_base if key in query else np.array([row_pos])
-                shifted = float(self.episode_table.from_timestamp[key][pos]) + timestamps[
-                    rows
-                ].astype(np.float64)
-                frames[key] = self._decode(key, pos, shifted)
-
-        item: dict[str, Any] = {**frames, **columns, **padding}
-        if self.image_transforms is not None:
-            for key in self.camera_keys:
-                if key in item:
-                    item[key] = self.image_transforms(item[key])
-        if "task_index" in self._columns:
-            item["task"] = self.meta.tasks[int(self._columns["task_index"][row_pos])]
-        return item
-
-    def _decode(self, key: str, pos: int, timestamps_s: np.ndarray) -> torch.Tensor:
-        path = self.episode_table.video_path[key][pos]
-        rgb = self.frame_reader().frames_at(
-            path, timestamps_s.tolist(), tolerance_s=self.tolerance_s
+        start, stop = int(self._episode_start[pos]), int(self._episode_start[pos + 1])
+        return EpisodeData(
+            episode_index=int(episode_index),
+            dataset_from_index=int(self.episode_table.dataset_from_index[pos]),
+            columns={name: values[start:stop] for name, values in self._columns.items()},
+            video_path={key: paths[pos] for key, paths in self.episode_table.video_path.items()},
+            from_timestamp={
+                key: float(ts[pos]) for key, ts in self.episode_table.from_timestamp.items()
+            },
         )
-        tensor = torch.as_tensor(np.asarray(rgb)).permute(0, 3, 1, 2).contiguous()
-        if not self.return_uint8:
-            tensor = tensor.to(torch.float32) / 255.0
-        return tensor.squeeze(0)  # LeRobot squeezes a one-slot window, with or without deltas
+
+    @property
+    def sample_spec(self) -> SampleSpec:
+        """The shape of this dataset's samples (shared with the streaming reader)."""
+        return SampleSpec(
+            video_keys=tuple(self.video_keys),
+            camera_keys=tuple(self.camera_keys),
+            delta_indices=self.delta_indices,
+            tasks=tuple(self.meta.tasks),
+            return_uint8=self.return_uint8,
+            image_transforms=self.image_transforms,
+        )
+
+    def __getitem__(self, idx: int) -> dict[str, Any]:
+        episode_index, frame, _ = self.locate(int(idx))
+        return assemble_sample(
+            self.sample_spec, self.episode_data(episode_index), frame, self._decode
+        )
+
+    def _decode(self, key: str, path: str, timestamps_s: list[float]) -> np.ndarray:
+        return self.frame_reader().frames_at(path, timestamps_s, tolerance_s=self.tolerance_s)
 
 
 __all__ = ["PAD_SUFFIX", "EpisodeDataset", "column_to_numpy", "resolve_root"]

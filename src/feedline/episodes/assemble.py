@@ -1,0 +1,138 @@
+"""Assemble one sample from one episode's rows and decoded frames, exactly as LeRobot 0.6.1 does.
+
+The map-style :class:`~feedline.episodes.dataset.EpisodeDataset` and the streaming reader both
+build samples here, from an :class:`EpisodeData` (the episode's Parquet rows plus where its
+frames live), so "streaming equals map-style" holds by construction. LeRobot's rules
+(``dataset_reader.py`` in 0.6.1):
+
+* keys with ``delta_timestamps`` get a window of rows ``clamp(i + d)`` inside the episode and a
+  ``<key>_is_pad`` mask; padded slots repeat the edge row/frame;
+* a camera's frames are looked up at ``from_timestamp`` + the (clamped) rows' ``timestamp``;
+  a camera without deltas uses the anchor row's timestamp;
+* frames become CHW float32 in [0, 1] (uint8 with ``return_uint8``); a one-slot video window is
+  squeezed (``frames.squeeze(0)``), a Parquet window always keeps its time axis;
+* key order: cameras, Parquet columns, pad masks, then ``task`` (the anchor's task string);
+  ``image_transforms`` run on each camera's tensor after squeezing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from feedline.episodes.windows import query_windows
+
+#: ``decode(video_key, video_path, timestamps_s) -> uint8 [T, H, W, 3]`` (e.g. VideoFrameReader.frames_at).
+FrameDecoder = Callable[[str, str, list[float]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class SampleSpec:
+    """How every sample of a dataset is shaped."""
+
+    video_keys: tuple[str, ...]
+    camera_keys: tuple[str, ...]
+    delta_indices: Mapping[str, np.ndarray] | None
+    tasks: tuple[str, ...]
+    return_uint8: bool = False
+    image_transforms: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+
+@dataclass(frozen=True)
+class EpisodeData:
+    """One episode's rows (``columns``: rows on axis 0, in ``index`` order) and its video spans."""
+
+    episode_index: int
+    dataset_from_index: int
+    columns: Mapping[str, np.ndarray]
+    video_path: Mapping[str, str]
+    from_timestamp: Mapping[str, float]
+
+    @property
+    def length(self) -> int:
+        return len(self.columns["index"])
+
+    @property
+    def dataset_to_index(self) -> int:
+        return self.dataset_from_index + self.length
+
+
+def to_torch(value: Any) -> Any:
+    """LeRobot's ``hf_transform_to_torch``: numbers and arrays become tensors, strings stay."""
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            return value.tolist()
+        return torch.from_numpy(np.array(value, copy=True))  # never alias the episode's rows
+    if isinstance(value, np.generic):
+        return torch.from_numpy(np.array(value))
+    return value
+
+
+def sample_windows(
+    spec: SampleSpec, episode: EpisodeData, frame: int
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Row positions (inside the episode) per windowed key, and the pad masks."""
+    if not 0 <= frame < episode.length:
+        raise IndexError(
+            f"frame {frame} outside episode {episode.episode_index} of {episode.length} frames"
+        )
+    if not spec.delta_indices:
+        return {}, {}
+    anchor = episode.dataset_from_index + frame
+    indices, pads = query_windows(
+        anchor, spec.delta_indices, episode.dataset_from_index, episode.dataset_to_index
+    )
+    return {key: idx - episode.dataset_from_index for key, idx in indices.items()}, pads
+
+
+def video_timestamps(spec: SampleSpec, episode: EpisodeData, frame: int) -> dict[str, list[float]]:
+    """Per camera, the video times (float64 s) a sample needs: ``from_timestamp`` + row timestamps."""
+    rows, _ = sample_windows(spec, episode, frame)
+    stamps = episode.columns["timestamp"]
+    out = {}
+    for key in spec.video_keys:
+        positions = rows[key] if key in rows else np.array([frame])
+        out[key] = (
+            float(episode.from_timestamp[key]) + stamps[positions].astype(np.float64)
+        ).tolist()
+    return out
+
+
+def frames_to_tensor(rgb: np.ndarray, return_uint8: bool) -> torch.Tensor:
+    """uint8 ``[T, H, W, 3]`` -> ``[T, 3, H, W]`` float32 in [0, 1] (or uint8), one slot squeezed."""
+    tensor = torch.as_tensor(np.asarray(rgb)).permute(0, 3, 1, 2).contiguous()
+    if not return_uint8:
+        tensor = tensor.to(torch.float32) / 255.0
+    return tensor.squeeze(0)
+
+
+def assemble_sample(
+    spec: SampleSpec, episode: EpisodeData, frame: int, decode: FrameDecoder
+) -> dict[str, Any]:
+    """The sample at ``frame`` of ``episode``; ``decode`` supplies the video frames."""
+    rows, pads = sample_windows(spec, episode, frame)
+    columns = {name: to_torch(values[frame]) for name, values in episode.columns.items()}
+    for key, positions in rows.items():
+        if key in episode.columns:
+            columns[key] = to_torch(episode.columns[key][positions])
+    frames: dict[str, torch.Tensor] = {}
+    for key, stamps in video_timestamps(spec, episode, frame).items():
+        frames[key] = frames_to_tensor(
+            decode(key, episode.video_path[key], stamps), spec.return_uint8
+        )
+    item: dict[str, Any] = {
+        **frames,
+        **columns,
+        **{key: torch.from_numpy(mask) for key, mask in pads.items()},
+    }
+    if spec.image_transforms is not None:
+        for key in spec.camera_keys:
+            if key in item:
+                item[key] = spec.image_transforms(item[key])
+    if "task_index" in episode.columns:
+        item["task"] = spec.tasks[int(episode.columns["task_index"][frame])]
+    return item
