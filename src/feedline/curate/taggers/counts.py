@@ -29,7 +29,7 @@ _BLANK_LINES = re.compile(r"\n[ \t\r\f\v]*\n")
 
 
 def _token_pieces(text: str) -> int:
-    return len(_TOKEN.findall(text)) + 1
+    return len(_TOKEN.split(text))
 
 
 @add_tagger("char_length_v1")
