@@ -68,7 +68,14 @@ def check_sample(item: dict, synth: SyntheticDataset, episode: int, frame: int) 
     assert item["observation.state_is_pad"].tolist() == [False]
 
 
-CASES = [("av1", "local"), ("av1", "http"), ("av1", "s3"), ("h264", "local"), ("h264", "http"), ("h264", "s3")]
+CASES = [
+    ("av1", "local"),
+    ("av1", "http"),
+    ("av1", "s3"),
+    ("h264", "local"),
+    ("h264", "http"),
+    ("h264", "s3"),
+]
 
 
 @pytest.mark.parametrize(("name", "where"), CASES, ids=[f"{n}-{w}" for n, w in CASES])
@@ -313,3 +320,29 @@ def test_shared_assembly_pieces(av1_dataset):
     assert all(torch.equal(item[k], ds[31][k]) for k in (CAM0, CAM1, "action", f"{CAM0}_is_pad"))
     with pytest.raises(IndexError):
         assemble_sample(ds.sample_spec, episode, 20, decode)
+
+
+@pytest.mark.parametrize("name", ["av1", "h264"])
+def test_pixels_equal_whole_file_pyav_decode(name, request):
+    """Every camera frame of every sample equals the nearest frame of a whole-file PyAV decode."""
+    from tests.episodes.oracle import decode_all
+
+    synth: SyntheticDataset = request.getfixturevalue(f"{name}_dataset")
+    ds = EpisodeDataset(root=str(synth.root), return_uint8=True)
+    truth = {
+        path: decode_all(synth.root / path)
+        for key in synth.camera_keys
+        for path in synth.video_files[key]
+    }
+    for i in range(len(ds)):
+        item = ds[i]
+        episode = ds.meta.episodes[int(item["episode_index"])]
+        for key in synth.camera_keys:
+            span = episode.videos[key]
+            t = span.from_timestamp + float(item["timestamp"])
+            dist, j = min((abs(ft - t), j) for j, (ft, _) in enumerate(truth[span.path]))
+            assert dist < 1e-4
+            assert np.array_equal(item[key].permute(1, 2, 0).numpy(), truth[span.path][j][1]), (
+                i,
+                key,
+            )
