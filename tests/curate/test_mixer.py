@@ -265,3 +265,19 @@ def test_dolma_mix_reads_feedline_attributes(tmp_path):
     (shard,) = (tmp_path / "out").iterdir()  # Dolma names it m-0000.json.gz
     rows = [json.loads(line) for line in gzip.decompress(shard.read_bytes()).splitlines()]
     assert [r["id"] for r in rows] == json.loads((SAMPLE / "dolma_mix_expected.json").read_text())["int"]["ids"]
+
+
+def test_streams_mix_in_parallel_processes(tmp_path):
+    for name in ("a", "b"):
+        write_jsonl(tmp_path / name / "documents" / "x.jsonl", [{"id": f"{name}{i}", "text": "t" * i} for i in range(6)])
+        write_jsonl(tmp_path / name / "attributes" / "e" / "x.jsonl",
+                    [{"id": f"{name}{i}", "attributes": {"e__c__len": [[0, i, float(i)]]}} for i in range(6)])
+    streams = parse_config({"streams": [
+        {"name": name, "documents": [str(tmp_path / name / "documents" / "*.jsonl")], "attributes": ["e"],
+         "filter": {"include": ["$.attributes[?(@.e__c__len[0][2] >= 3)]"]},
+         "output": {"path": str(tmp_path / "out"), "max_size_in_bytes": 1000}}
+        for name in ("a", "b")
+    ]})
+    report = run_mix(streams, processes=2)
+    assert [s.kept for s in report.streams] == [3, 3]
+    assert [r["id"] for r in read_jsonl(tmp_path / "out" / "b-0000.jsonl.gz")] == ["b3", "b4", "b5"]
