@@ -287,6 +287,17 @@ def test_source_arguments():
         EpisodeDataset("owner/name", repo_type="model")
 
 
+def test_repo_ids_resolve_to_hub_urls():
+    from feedline.episodes.dataset import resolve_root
+
+    assert resolve_root("lerobot/pusht", None, "dataset", None) == "hf://datasets/lerobot/pusht"
+    assert (
+        resolve_root("lerobot/pusht", None, "dataset", "v3.0") == "hf://datasets/lerobot/pusht@v3.0"
+    )
+    assert resolve_root("me/bucket", None, "bucket", None) == "hf://buckets/me/bucket"
+    assert resolve_root("ignored/id", "s3://b/ds", "dataset", None) == "s3://b/ds"
+
+
 def test_hub_repo_id_offline_is_a_clear_error(monkeypatch):
     """repo_id reads hf://datasets/<repo_id>; without network the error is one line naming it."""
     import huggingface_hub.constants

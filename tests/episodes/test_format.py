@@ -71,6 +71,9 @@ def test_select_episodes(av1_dataset):
     assert sub.length.tolist() == [20, 10]
     assert sub[3].dataset_from_index == 72 and sub.num_frames == 30
     assert table.select(None) is table
+    assert sub["dataset_from_index"].tolist() == [12, 72]  # LeRobot-style column access
+    with pytest.raises(KeyError):
+        sub["stats"]
     with pytest.raises(EpisodeFormatError, match=r"episodes \[7\] not in the dataset"):
         table.select([1, 7])
 

@@ -92,7 +92,15 @@ class EpisodeTable:
     def position(self, episode_index: int) -> int:
         return self._position[int(episode_index)]
 
-    def __getitem__(self, episode_index: int) -> Episode:
+    _COLUMNS = ("episode_index", "length", "dataset_from_index", "dataset_to_index")
+
+    def __getitem__(self, episode_index: int | str) -> Any:
+        """``table[e]`` is episode ``e``; ``table["dataset_from_index"]`` a column, as in LeRobot's
+        ``meta.episodes[...]`` (what its ``EpisodeAwareSampler`` reads)."""
+        if isinstance(episode_index, str):
+            if episode_index not in self._COLUMNS:
+                raise KeyError(f"{episode_index!r}: columns are {list(self._COLUMNS)}")
+            return getattr(self, episode_index)
         i = self._position[int(episode_index)]
         return Episode(
             episode_index=int(self.episode_index[i]),
@@ -189,6 +197,10 @@ class DatasetMeta:
     @property
     def total_frames(self) -> int:
         return int(self.info["total_frames"])
+
+    @property
+    def robot_type(self) -> str | None:
+        return self.info.get("robot_type")
 
     def data_path(self, chunk_index: int, file_index: int) -> str:
         return resolve_template(
