@@ -1,1 +1,43 @@
-"""feedline.curate."""
+"""feedline.curate: Dolma-style documents/attributes toolkit (taggers, resumable runner, mixer).
+
+Names are imported on first use so ``import feedline.curate`` (and every ``feedline`` command)
+stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Document": "feedline.curate.model",
+    "DocumentWithMetadata": "feedline.curate.model",
+    "Span": "feedline.curate.model",
+    "DocResult": "feedline.curate.model",
+    "BaseTagger": "feedline.curate.taggers.base",
+    "BaseTaggerWithMetadata": "feedline.curate.taggers.base",
+    "add_tagger": "feedline.curate.registry",
+    "get_tagger": "feedline.curate.registry",
+    "list_taggers": "feedline.curate.registry",
+    "import_tagger_modules": "feedline.curate.registry",
+    "TagJob": "feedline.curate.runtime",
+    "FileTagger": "feedline.curate.runtime",
+    "run_tag": "feedline.curate.processor",
+    "RunReport": "feedline.curate.processor",
+    "load_config": "feedline.curate.mixer",
+    "parse_config": "feedline.curate.mixer",
+    "run_mix": "feedline.curate.mixer",
+    "JsonPath": "feedline.curate.jsonpath",
+    "CurateError": "feedline.curate.errors",
+    "RetryableFailure": "feedline.curate.errors",
+    "AlignmentError": "feedline.curate.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'feedline.curate' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
