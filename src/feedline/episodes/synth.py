@@ -17,12 +17,10 @@ import json
 import os
 import shutil
 import tempfile
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import av
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,180 +34,27 @@ from feedline.episodes.format import (
     INFO_PATH,
     STATS_PATH,
     TASKS_PATH,
-    EpisodeDatasetError,
+)
+from feedline.episodes.synth_identity import (
+    CAMERA_BITS,
+    EPISODE_BITS,
+    STATE_DIM,
+    SynthError,
+    action_vector,
+    decode_identity,
+    identity_frame,
+    row_identity,
+    state_vector,
+)
+from feedline.episodes.synth_video import (
+    encode_episode,
+    encoder_settings,
+    stream_copy_concat,
+    video_duration_s,
 )
 
-GRID_COLUMNS = 8  # the identity grid: 8 x 6 cells, one bit each
-GRID_ROWS = 6
-CAMERA_BITS = 4
-EPISODE_BITS = 14
-FRAME_BITS = 16
-CHECK_BITS = GRID_COLUMNS * GRID_ROWS - CAMERA_BITS - EPISODE_BITS - FRAME_BITS  # 14
-DARK, LIGHT = 40, 215  # far apart so yuv420p + crf 30 never flips a cell
-STATE_DIM = 6
 STAT_NAMES = ("min", "max", "mean", "std", "count", "q01", "q10", "q50", "q90", "q99")
 DEFAULT_TASKS = ("pick up the red cube", "place the cube in the bin", "open the drawer")
-
-
-class SynthError(EpisodeDatasetError):
-    """Bad arguments to the synthetic writer, or a frame whose identity cannot be read."""
-
-
-# --------------------------------------------------------------------------------------------
-# Identity pixels
-# --------------------------------------------------------------------------------------------
-
-
-def _check_word(payload: int) -> int:
-    return zlib.crc32(payload.to_bytes(5, "little")) & ((1 << CHECK_BITS) - 1)
-
-
-def _identity_bits(camera: int, episode: int, frame: int) -> np.ndarray:
-    if not (
-        0 <= camera < 1 << CAMERA_BITS
-        and 0 <= episode < 1 << EPISODE_BITS
-        and 0 <= frame < 1 << FRAME_BITS
-    ):
-        raise SynthError(
-            f"identity ({camera}, {episode}, {frame}) does not fit: at most {1 << CAMERA_BITS} cameras, "
-            f"{1 << EPISODE_BITS} episodes, {1 << FRAME_BITS} frames per episode"
-        )
-    payload = camera | episode << CAMERA_BITS | frame << (CAMERA_BITS + EPISODE_BITS)
-    word = payload | _check_word(payload) << (CAMERA_BITS + EPISODE_BITS + FRAME_BITS)
-    return np.array([(word >> i) & 1 for i in range(GRID_COLUMNS * GRID_ROWS)], dtype=np.uint8)
-
-
-def _cell_bounds(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    ys = np.linspace(0, height, GRID_ROWS + 1).round().astype(int)
-    xs = np.linspace(0, width, GRID_COLUMNS + 1).round().astype(int)
-    return ys, xs
-
-
-def identity_frame(
-    camera: int, episode: int, frame: int, *, height: int = 48, width: int = 64, noise: int = 10
-) -> np.ndarray:
-    """RGB uint8 ``[H, W, 3]`` picture encoding ``(camera, episode, frame)``; noise keeps codecs honest."""
-    bits = _identity_bits(camera, episode, frame)
-    ys, xs = _cell_bounds(height, width)
-    img = np.empty((height, width), dtype=np.int16)
-    for r in range(GRID_ROWS):
-        for c in range(GRID_COLUMNS):
-            img[ys[r] : ys[r + 1], xs[c] : xs[c + 1]] = (
-                LIGHT if bits[r * GRID_COLUMNS + c] else DARK
-            )
-    if noise:
-        rng = np.random.default_rng([camera, episode, frame])
-        img += rng.integers(-noise, noise + 1, size=img.shape, dtype=np.int16)
-    gray = np.clip(img, 0, 255).astype(np.uint8)
-    return np.repeat(gray[:, :, None], 3, axis=2)
-
-
-def decode_identity(rgb: np.ndarray | object) -> tuple[int, int, int]:
-    """Read ``(camera, episode, frame)`` back from a decoded frame.
-
-    Accepts uint8 HWC/CHW arrays or tensors, or float images in [0, 1]. Each cell's inner half is
-    averaged (codecs blur the edges), thresholded, and the checksum must agree: a frame from the
-    wrong place or a corrupted decode raises :class:`SynthError` instead of passing silently.
-    """
-    arr = np.asarray(rgb.numpy() if hasattr(rgb, "numpy") else rgb)
-    if arr.ndim != 3:
-        raise SynthError(f"decode_identity needs one HWC or CHW image, got shape {arr.shape}")
-    if arr.shape[0] in (1, 3) and arr.shape[2] not in (1, 3):
-        arr = np.moveaxis(arr, 0, 2)
-    arr = arr.astype(np.float64)
-    if arr.max() <= 1.0 + 1e-6:
-        arr = arr * 255.0
-    gray = arr.mean(axis=2)
-    height, width = gray.shape
-    ys, xs = _cell_bounds(height, width)
-    word = 0
-    for r in range(GRID_ROWS):
-        for c in range(GRID_COLUMNS):
-            y0, y1, x0, x1 = ys[r], ys[r + 1], xs[c], xs[c + 1]
-            dy, dx = (y1 - y0) // 4, (x1 - x0) // 4
-            mean = gray[y0 + dy : y1 - dy, x0 + dx : x1 - dx].mean()
-            if mean > (DARK + LIGHT) / 2:
-                word |= 1 << (r * GRID_COLUMNS + c)
-    payload_bits = CAMERA_BITS + EPISODE_BITS + FRAME_BITS
-    payload = word & ((1 << payload_bits) - 1)
-    if word >> payload_bits != _check_word(payload):
-        raise SynthError("decoded frame carries no valid identity (checksum mismatch)")
-    camera = payload & ((1 << CAMERA_BITS) - 1)
-    episode = (payload >> CAMERA_BITS) & ((1 << EPISODE_BITS) - 1)
-    frame = payload >> (CAMERA_BITS + EPISODE_BITS)
-    return camera, episode, frame
-
-
-def state_vector(episode: int, frame: int) -> np.ndarray:
-    """``observation.state`` of a row: ``episode*1000 + frame + j/8`` (exact in float32)."""
-    return (episode * 1000 + frame + np.arange(STATE_DIM) / 8).astype(np.float32)
-
-
-def action_vector(episode: int, frame: int) -> np.ndarray:
-    """``action`` of a row: the state plus one half, so both columns are identifiable."""
-    return state_vector(episode, frame) + np.float32(0.5)
-
-
-def row_identity(vector: np.ndarray | object) -> tuple[int, int]:
-    """``(episode, frame)`` from a state or action row written by this module."""
-    arr = np.asarray(vector.numpy() if hasattr(vector, "numpy") else vector, dtype=np.float64)
-    value = int(np.floor(arr[..., 0]))
-    return value // 1000, value % 1000
-
-
-# --------------------------------------------------------------------------------------------
-# Video: encode one episode, concatenate, measure (video_utils.py in LeRobot 0.6.1)
-# --------------------------------------------------------------------------------------------
-
-
-def encode_episode(path: Path, frames: np.ndarray, fps: int, enc: dict) -> None:
-    """Encode uint8 ``[T, H, W, 3]`` frames to an MP4 as LeRobot's recorder does (no faststart)."""
-    options = {"g": str(enc["g"]), "crf": str(enc["crf"]), "preset": str(enc["preset"])}
-    if enc["codec"] == "libx264":
-        options["bf"] = str(enc["bf"])
-        options["x264-params"] = "b-adapt=0"  # keep every B-frame slot: real reordering
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream(enc["codec"], rate=fps)
-        stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
-        stream.options = options
-        for image in frames:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-
-
-def stream_copy_concat(inputs: Sequence[Path], output: Path) -> None:
-    """ffconcat + stream-copy remux with faststart, like ``concatenate_video_files``."""
-    listing = output.with_suffix(".ffconcat")
-    lines = ["ffconcat version 1.0"] + [f"file '{Path(p).resolve()}'" for p in inputs]
-    listing.write_text("\n".join(lines) + "\n")
-    try:
-        with (
-            av.open(str(listing), "r", format="concat", options={"safe": "0"}) as source,
-            av.open(str(output), "w", format="mp4", options={"movflags": "faststart"}) as sink,
-        ):
-            mapping = {}
-            for stream in source.streams.video:
-                mapping[stream.index] = sink.add_stream_from_template(template=stream, opaque=True)
-                mapping[stream.index].time_base = stream.time_base
-            for packet in source.demux():
-                if packet.stream.index not in mapping or packet.dts is None:
-                    continue
-                packet.stream = mapping[packet.stream.index]
-                sink.mux(packet)
-    finally:
-        listing.unlink(missing_ok=True)
-
-
-def video_duration_s(path: Path) -> float:
-    """``stream.duration * time_base``, LeRobot's ``get_video_duration_in_s``."""
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        if stream.duration is not None:
-            return float(stream.duration * stream.time_base)
-        return float(container.duration / av.time_base)
-
 
 # --------------------------------------------------------------------------------------------
 # The writer
@@ -350,31 +195,6 @@ def _episode_table(
     )
 
 
-def _encoder_settings(
-    vcodec: str, gop: int | None, bframes: int, crf: int | None, preset: str | int | None
-) -> dict:
-    if vcodec in ("libsvtav1", "av1"):
-        if bframes:
-            raise SynthError(
-                "bframes applies to H.264 only; SVT-AV1 has no container-level reordering"
-            )
-        return {
-            "codec": "libsvtav1",
-            "g": 2 if gop is None else gop,
-            "crf": 30 if crf is None else crf,
-            "preset": 12 if preset is None else preset,
-        }
-    if vcodec in ("h264", "libx264"):
-        return {
-            "codec": "libx264",
-            "g": 2 if gop is None else gop,
-            "crf": 23 if crf is None else crf,
-            "preset": "veryfast" if preset is None else preset,
-            "bf": bframes,
-        }
-    raise SynthError(f"unknown vcodec {vcodec!r}: use 'libsvtav1' (default) or 'h264'")
-
-
 def write_synthetic_dataset(
     root: str | os.PathLike[str],
     *,
@@ -438,7 +258,7 @@ def write_synthetic_dataset(
         raise SynthError("tasks must name at least one task")
     if root.exists():
         raise SynthError(f"{root}: already exists; the synthetic writer only creates new datasets")
-    enc = _encoder_settings(vcodec, gop, bframes, crf, preset)
+    enc = encoder_settings(vcodec, gop, bframes, crf, preset)
     os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints its banner to stderr otherwise
 
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -677,3 +497,16 @@ def _write_stats_json(
         values = np.stack(arr) if arr.dtype == object else arr.reshape(-1, 1)
         stats[col] = {k: v.tolist() for k, v in _numeric_stats(values).items()}
     (stage / STATS_PATH).write_text(json.dumps(stats, indent=4))
+
+
+__all__ = [
+    "DEFAULT_TASKS",
+    "SynthError",
+    "SyntheticDataset",
+    "action_vector",
+    "decode_identity",
+    "identity_frame",
+    "row_identity",
+    "state_vector",
+    "write_synthetic_dataset",
+]
