@@ -357,3 +357,32 @@ def test_pixels_equal_whole_file_pyav_decode(name, request):
                 i,
                 key,
             )
+
+
+def test_remote_videos_are_read_by_ranges_not_downloaded(nginx_server):
+    """Over HTTP a sample fetches the moov and the GOP it needs, never the whole MP4."""
+    import re
+
+    from feedline.episodes.synth import write_synthetic_dataset
+
+    name = "episodes-ranges-only"
+    synth = write_synthetic_dataset(
+        nginx_server.root / name,
+        episodes=3,
+        frames_per_episode=40,
+        cameras=1,
+        width=320,
+        height=240,
+        noise=40,
+    )
+    (video,) = synth.video_files[CAM0]
+    size = (synth.root / video).stat().st_size
+    assert size > 500_000
+    before = len(nginx_server.log_lines())
+    ds = EpisodeDataset(root=f"{nginx_server.url}/{name}", episodes=[1])
+    assert decode_identity(ds[7][CAM0]) == (0, 1, 7)
+    log = nginx_server.log_lines()[before:]
+    lines = [line for line in log if f"/{name}/{video}" in line]
+    sent = sum(int(re.search(r'" \d{3} (\d+) ', line).group(1)) for line in lines)
+    assert lines and not any(" 200 " in line for line in lines if line.startswith('"GET'))
+    assert sent < size / 10, (sent, size)
