@@ -10,6 +10,7 @@ the order of the URLs given, never on which download finished first).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -35,6 +36,7 @@ JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd", ".json.gz"
 DEDUP_BATCH = 4096  # documents handed to the deduplicator at once (its vectorised step)
 LOG_EVERY_S = 10.0  # progress log cadence when not on a terminal
 KEPT_ZSTD_LEVEL = 3
+PROCESS_POOL_MIN_BYTES = 64 << 20  # below this, starting worker processes costs more than decoding
 
 
 @dataclass
@@ -183,7 +185,8 @@ def count_documents(path: str, skip_bad_lines: bool) -> tuple[int, int]:
 
 
 def _count_all(paths: list[str], config: RunConfig) -> list[tuple[int, int]]:
-    if len(paths) <= 1 or config.workers <= 1:
+    small = sum(os.path.getsize(p) for p in paths) < PROCESS_POOL_MIN_BYTES
+    if len(paths) <= 1 or config.workers <= 1 or small:
         return [count_documents(p, config.skip_bad_lines) for p in paths]
     workers = min(config.workers, len(paths))
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
