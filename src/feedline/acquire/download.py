@@ -33,7 +33,9 @@ from feedline.io.retry import DEFAULT_RETRY, RetryPolicy
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BUFFER_BYTES = 256 << 10  # per ring buffer: 4 x 256 KiB stay in L2; 1 MiB cost 35 % more CPU
+DEFAULT_BUFFER_BYTES = (
+    256 << 10
+)  # per ring buffer: 4 x 256 KiB stay in L2; 1 MiB cost 35 % more CPU
 DEFAULT_CHECKPOINT_BYTES = 32 << 20  # fsync + checkpoint cadence: at most this much is re-fetched
 HASH_BUFFERS = 4  # read-ahead ring: the hash thread may lag the network by this many buffers
 MAX_RESTARTS = 3  # a source that changes under us more often than this is not downloadable now
@@ -112,6 +114,14 @@ def download_shard(
             fsync=fsync,
         )
         return job.run()
+
+
+class _Interrupted(TransientError):
+    """The body broke after ``offset`` bytes of the object were written and hashed."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
 
 
 def _no_sync(_fd: int) -> None:
@@ -292,7 +302,8 @@ class _Download:
                     offset = self._restart(handle, ckpt, body.why_restart or "source restarted")
                 self._adopt(ckpt, body)
                 offset = self._stream(handle, body, offset, ckpt)
-            except TransientError as exc:
+            except _Interrupted as exc:
+                offset = exc.offset  # every byte up to here is written and hashed
                 self._save(handle, offset, ckpt)
                 failures = self._failed(failures, exc, progressed=offset > before)
                 continue
@@ -382,6 +393,10 @@ class _Download:
                     next_checkpoint = offset + self.checkpoint_bytes
             if total is not None and offset == total and total > 0 and readinto(views[0][:1]):
                 raise DownloadError(f"{self.source.url}: server sent more than its {total} bytes")
+        except TransientError as exc:
+            raise _Interrupted(str(exc), offset) from None
+        except OSError as exc:  # the network's OSErrors are TransientError by now: this is the disk
+            raise DownloadError(f"{self.part}: cannot write ({exc.strerror or exc})") from None
         finally:
             _drain(pending)
         return offset
