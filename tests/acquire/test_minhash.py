@@ -129,3 +129,27 @@ def test_estimate_is_unbiased_against_the_oracle(corpus) -> None:
     # unrelated documents look unrelated
     unrelated = estimated_jaccard(sigs[:-1], sigs[1:])
     assert np.median(unrelated) < 0.02
+
+
+def test_long_documents_take_bounded_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Huge texts are tokenised in pieces, hashed with on-the-fly powers and folded through the
+    kernel block by block; the results equal the one-shot computation."""
+    import feedline.acquire.minhash as minhash
+
+    rng = np.random.default_rng(0)
+    text = " ".join(rng.choice([f"w{i}" for i in range(3000)], 30_000).tolist())
+    texts = [text, "a short one here and there", text[:2000]]
+    hasher = MinHasher()
+    reference = hasher.signatures(texts)
+    reference_keys = hasher.shingle_batch(texts).exact_keys
+    batch = hasher.shingle_batch([text])
+    x = batch.hashes.astype(np.uint64)[None, :]
+    direct = (hasher._a.astype(np.uint64) * x + hasher._b.astype(np.uint64)) % 2**32
+    assert np.array_equal(reference[0], direct.min(axis=1).astype(np.uint32))
+    monkeypatch.setattr(minhash, "_MAX_PIECE_CHARS", 4000)
+    monkeypatch.setattr(minhash, "_POW_CACHE", 1 << 10)
+    monkeypatch.setattr(minhash, "_POW", minhash._Powers(minhash._WORD_BASE))
+    monkeypatch.setattr(minhash, "_POW_INV", minhash._Powers(minhash._WORD_BASE_INV))
+    assert np.array_equal(MinHasher().signatures(texts), reference)
+    assert np.array_equal(MinHasher().shingle_batch(texts).exact_keys, reference_keys)
+    assert len(minhash._POW.values) <= 1 << 10

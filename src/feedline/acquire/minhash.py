@@ -25,6 +25,7 @@ Definitions (these decide which documents count as duplicates; change them and v
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -68,22 +69,33 @@ _BYTE_VALUE = np.arange(1, 257, dtype=np.uint64)  # byte + 1, so NUL bytes still
 _WORD_BASE = np.uint64(0x9E3779B97F4A7C15)  # odd, so it is invertible modulo 2**64
 _WORD_BASE_INV = np.uint64(pow(int(_WORD_BASE), -1, 2**64))
 _SUB_BATCH_BYTES = 256 * 1024  # text tokenised per numpy pass: keeps temporaries in cache
+_MAX_PIECE_CHARS = 1 << 20  # longer texts are tokenised in pieces cut at whitespace
+_POW_CACHE = 1 << 20
+_WHITESPACE = re.compile(r"\s")  # the characters str.split() splits on
 
 
 class _Powers:
-    """``base**j mod 2**64`` for j < len, grown on demand (shared by every MinHasher)."""
+    """``base**j mod 2**64`` for ``j < n``; tables up to ``_POW_CACHE`` entries are cached (shared
+    by every MinHasher), longer ones are built per call, so the cache stays at most 8 MiB."""
 
     def __init__(self, base: np.uint64) -> None:
         self.base = base
         self.values = np.ones(1, dtype=np.uint64)
 
     def upto(self, n: int) -> np.ndarray:
-        if len(self.values) < n:
-            size = max(n, 2 * len(self.values), _SUB_BATCH_BYTES + 1)
-            values = np.full(size, self.base, dtype=np.uint64)
-            values[0] = 1
-            self.values = np.cumprod(values, dtype=np.uint64)  # wraps modulo 2**64
-        return self.values[:n]
+        if n <= _POW_CACHE:
+            if len(self.values) < n:
+                size = min(max(n, 2 * len(self.values), _SUB_BATCH_BYTES + 1), _POW_CACHE)
+                values = np.full(size, self.base, dtype=np.uint64)
+                values[0] = 1
+                self.values = np.cumprod(values, dtype=np.uint64)  # wraps modulo 2**64
+            return self.values[:n]
+        # base**j = base**(j mod C) * (base**C)**(j div C), all modulo 2**64
+        low = self.upto(_POW_CACHE)
+        step = pow(int(self.base), _POW_CACHE, 2**64)
+        high = np.array([pow(step, k, 2**64) for k in range(n // _POW_CACHE + 1)], dtype=np.uint64)
+        j = np.arange(n, dtype=np.int64)
+        return low[j % _POW_CACHE] * high[j // _POW_CACHE]
 
 
 _POW = _Powers(_WORD_BASE)
@@ -143,7 +155,34 @@ def _sequence_keys(words: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return keys
 
 
+def _pieces(text: str) -> list[str]:
+    """``text`` cut at whitespace into pieces of about ``_MAX_PIECE_CHARS`` (words stay whole)."""
+    pieces = []
+    start = 0
+    while len(text) - start > _MAX_PIECE_CHARS:
+        cut = _WHITESPACE.search(text, start + _MAX_PIECE_CHARS)
+        if cut is None:
+            break
+        pieces.append(text[start : cut.start()])
+        start = cut.start()
+    pieces.append(text[start:])
+    return pieces
+
+
 def _word_hashes_of(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Word hashes and per-text word counts; huge texts go piece by piece to bound memory."""
+    if max(map(len, parts)) <= _MAX_PIECE_CHARS:
+        return _word_hashes_flat(parts)
+    hashes: list[np.ndarray] = []
+    counts: list[int] = []
+    for part in parts:
+        results = [_word_hashes_flat([piece]) for piece in _pieces(part)]
+        hashes.extend(h for h, _c in results)
+        counts.append(sum(int(c[0]) for _h, c in results))
+    return np.concatenate(hashes), np.array(counts, dtype=np.int64)
+
+
+def _word_hashes_flat(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     doc_lengths = np.fromiter(
         (len(p) if p.isascii() else len(p.encode("utf-8")) for p in parts), np.int64, len(parts)
     )
@@ -292,14 +331,24 @@ class MinHasher:
         nonempty = np.flatnonzero(counts > 0)
         if len(nonempty) == 0:
             return out
-        buf = np.empty((self.num_perm, max(_KERNEL_COLUMNS, int(counts.max()))), np.uint32)
+        buf = np.empty((self.num_perm, _KERNEL_COLUMNS), np.uint32)
         hashes = batch.hashes
         i = 0
         while i < len(nonempty):
-            # Take as many whole documents as fit in the cache-sized buffer (at least one).
+            # Take as many whole documents as fit in the cache-sized buffer.
             first = offsets[nonempty[i]]
-            j = int(np.searchsorted(offsets[nonempty + 1], first + buf.shape[1], side="right"))
-            j = max(j, i + 1)
+            j = int(np.searchsorted(offsets[nonempty + 1], first + _KERNEL_COLUMNS, side="right"))
+            if j <= i:  # one document larger than the buffer: a running minimum over its blocks
+                doc = nonempty[i]
+                row = out[doc]
+                for start in range(int(first), int(offsets[doc + 1]), _KERNEL_COLUMNS):
+                    stop = min(start + _KERNEL_COLUMNS, int(offsets[doc + 1]))
+                    block = buf[:, : stop - start]
+                    np.multiply(self._a, hashes[None, start:stop], out=block)
+                    block += self._b
+                    np.minimum(row, block.min(axis=1), out=row)
+                i += 1
+                continue
             docs = nonempty[i:j]
             last = offsets[docs[-1] + 1]
             block = buf[:, : last - first]
