@@ -24,7 +24,7 @@ def glob_of(root: Path) -> str:
     return str(root / "documents" / "*.jsonl.gz")
 
 
-def test_rerun_skips_done_files_and_all_done_is_a_noop(tmp_path, caplog):
+def test_rerun_skips_done_files_and_all_done_is_a_noop(tmp_path):
     make_corpus(tmp_path, files=3, docs=10)
     job = TagJob(("char_length_v1",), experiment="e")
     first = run_tag([glob_of(tmp_path)], job)
