@@ -29,6 +29,8 @@ except ImportError:  # pragma: no cover
     _BotoCoreError = OSError  # type: ignore[misc,assignment]
 
 
+OPEN_BLOCK_SIZE = 256 << 10
+
 #: Libraries whose exceptions mean "the network or the remote service failed", not a bug here.
 _TRANSPORT_MODULES = {"httpx", "httpcore", "requests", "aiohttp", "huggingface_hub", "urllib3"}
 
@@ -80,6 +82,10 @@ class FsspecStore(Store):
                     f"{what}: access denied; check the credentials for {self.protocol}://"
                 ) from None
             except (ConnectionError, TimeoutError, _BotoCoreError) as exc:
+                if type(exc).__name__ == "OfflineModeIsEnabled":
+                    raise StoreError(
+                        f"{what}: HF_HUB_OFFLINE is set; unset it or read from a local root"
+                    ) from None
                 raise TransientError(f"{what}: {type(exc).__name__}") from None
             except OSError as exc:
                 text = str(exc)
@@ -192,7 +198,10 @@ class FsspecStore(Store):
 
     def open(self, path: str) -> IO[bytes]:
         full = self.full_path(path)
-        return self._call(self.url(path), lambda: self.fs.open(full, "rb"))
+        # Small read-ahead blocks: pyarrow and PyAV seek around; s3fs' default blocks are MBs.
+        return self._call(
+            self.url(path), lambda: self.fs.open(full, "rb", block_size=OPEN_BLOCK_SIZE)
+        )
 
     def write_bytes(self, path: str, data: bytes) -> None:
         """One PUT: object stores install a whole object or nothing."""

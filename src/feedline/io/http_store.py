@@ -73,7 +73,8 @@ class HttpStore(Store):
 
     def open(self, path: str) -> IO[bytes]:
         size = self.stat(path).size
-        return io.BufferedReader(RangedFile(self, path, size), buffer_size=1 << 20)
+        # A small buffer: pyarrow asks for exact ranges, and each buffered miss is one request.
+        return io.BufferedReader(RangedFile(self, path, size), buffer_size=64 << 10)
 
     def close(self) -> None:
         self.client.close()
