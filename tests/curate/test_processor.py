@@ -163,3 +163,14 @@ def test_list_taggers_includes_plugins():
     lines = {line.split()[0]: line for line in out.splitlines()}
     assert "gopher_v1" in lines and "Gopher rule inputs" in lines["gopher_v1"]
     assert "minhash_near_dup_v1" in lines and "test_slow_v1" in lines
+
+
+def test_same_file_name_under_two_document_roots(tmp_path):
+    make_corpus(tmp_path / "a", files=1, docs=3, prefix="x")
+    make_corpus(tmp_path / "b", files=1, docs=4, prefix="x")
+    meta = tmp_path / "meta"
+    report = run_tag([str(tmp_path / "*" / "documents" / "*.gz")], TagJob(("char_length_v1",), experiment="e"),
+                     metadata=str(meta))
+    assert len(report.processed) == 2 and report.documents == 7
+    assert len(list(meta.rglob("*.done"))) == 2
+    assert len(read_jsonl(tmp_path / "b" / "attributes" / "e" / "x_000.jsonl.gz")) == 4

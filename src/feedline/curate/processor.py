@@ -101,11 +101,11 @@ def is_temporary(path: str) -> bool:
 
 def plan_tasks(sources: list[str], metadata: str) -> list[Task]:
     base = common_base(sources)
-    tasks = []
-    for src in sources:
-        name = relative_name(src, base)
-        tasks.append(Task(src, f"{metadata.rstrip('/')}/{name}{MARKER_SUFFIX}", base))
-    return tasks
+    names = [relative_name(src, base) for src in sources]
+    if len(set(names)) < len(names):  # same name below two documents/ folders: keep them apart
+        names = [posixpath.relpath(src, base) if base else src.split("://", 1)[-1] for src in sources]
+    return [Task(src, f"{metadata.rstrip('/')}/{name}{MARKER_SUFFIX}", base) for src, name in zip(sources, names,
+                                                                                             strict=True)]
 
 
 def marker_matches(marker: str, signature: dict[str, object]) -> bool:
