@@ -16,6 +16,7 @@ No threads here: :mod:`feedline.episodes.pipeline` runs these calls on its fetch
 from __future__ import annotations
 
 import io
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,21 @@ __all__ = [
     "fetch_episode",
     "parquet_episode_bytes",
 ]
+
+
+# A decoded span's frames are shared (the reader's LRU), and PyAV keeps one scaler per frame:
+# two threads converting the same frame at once use one SwsContext concurrently, which can hang
+# inside FFmpeg. Conversions of one span are therefore serialised (striped locks by span);
+# different spans still decode and convert in parallel.
+_SPAN_LOCKS = [threading.Lock() for _ in range(64)]
+
+
+def _reset_span_locks() -> None:
+    _SPAN_LOCKS[:] = [threading.Lock() for _ in range(64)]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_span_locks)
 
 
 @dataclass(frozen=True)
@@ -166,11 +182,12 @@ class EpisodePayload:
             slots = [j for j, s in enumerate(samples.tolist()) if first <= s <= last]
             wanted = [float(timestamps_s[j]) for j in slots]
             sub = self._sub_mini(reader, key, first, last)
-            if sub is None:
-                self.outside_fetches += 1
-                rgb = reader.frames_at(path, wanted, tolerance_s)
-            else:
-                rgb = reader.frames_from(path, sub, wanted, tolerance_s)
+            with _SPAN_LOCKS[hash((path, first, last)) % len(_SPAN_LOCKS)]:
+                if sub is None:
+                    self.outside_fetches += 1
+                    rgb = reader.frames_at(path, wanted, tolerance_s)
+                else:
+                    rgb = reader.frames_from(path, sub, wanted, tolerance_s)
             for j, image in zip(slots, rgb, strict=True):
                 out[j] = image
         if any(image is None for image in out):
