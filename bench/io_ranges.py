@@ -58,9 +58,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, run_nginx(Path(tmp)) as nginx:
         make_file(nginx.root / "big.bin", size)
         url = f"{nginx.url}/big.bin"
-        store = open_store(nginx.url, max_connections=args.connections)
+        stores = {
+            f"feedline read_ranges x{n}": open_store(nginx.url, max_connections=n)
+            for n in sorted({1, 4, args.connections})
+        }
         fs = fsspec.filesystem("http")
-        results: dict[str, list[float]] = {"feedline read_ranges": [], "fsspec cat_ranges": [], "sequential keep-alive": []}
+        results: dict[str, list[float]] = {name: [] for name in stores}
+        results.update({"fsspec cat_ranges": [], "sequential keep-alive": []})
         for _ in range(args.repeats):
             ranges = []
             for _ in range(args.ranges):
@@ -68,10 +72,11 @@ def main() -> None:
                 start = rng.randrange(0, size - length)
                 ranges.append((start, start + length))
             nbytes = sum(e - s for s, e in ranges)
-            began = time.perf_counter()
-            got = store.read_ranges("big.bin", ranges)
-            results["feedline read_ranges"].append(time.perf_counter() - began)
-            assert sum(map(len, got)) == nbytes
+            for name, store in stores.items():
+                began = time.perf_counter()
+                got = store.read_ranges("big.bin", ranges)
+                results[name].append(time.perf_counter() - began)
+                assert sum(map(len, got)) == nbytes
             began = time.perf_counter()
             got = fs.cat_ranges([url] * len(ranges), [s for s, _ in ranges], [e for _, e in ranges])
             results["fsspec cat_ranges"].append(time.perf_counter() - began)
@@ -79,14 +84,15 @@ def main() -> None:
             began = time.perf_counter()
             assert sequential(url, ranges) == nbytes
             results["sequential keep-alive"].append(time.perf_counter() - began)
-        store.close()
+        for store in stores.values():
+            store.close()
     base = statistics.median(results["sequential keep-alive"])
     print(f"{args.ranges} random ranges of 4-256 KiB ({nbytes / 1e6:.0f} MB) over a {args.size_mb} MiB file, "
           f"nginx on 127.0.0.1, {os.cpu_count()} cores, median of {args.repeats}")
-    print(f"{'method':<24} {'median s':>9} {'MB/s':>8} {'vs sequential':>14}")
+    print(f"{'method':<28} {'median s':>9} {'MB/s':>8} {'vs sequential':>14}")
     for name, times in results.items():
         med = statistics.median(times)
-        print(f"{name:<24} {med:9.3f} {nbytes / med / 1e6:8.0f} {base / med:13.2f}x")
+        print(f"{name:<28} {med:9.3f} {nbytes / med / 1e6:8.0f} {base / med:13.2f}x")
 
 
 if __name__ == "__main__":
