@@ -81,9 +81,9 @@ def fresh(root: Path) -> None:
     shutil.rmtree(root / "meta", ignore_errors=True)
 
 
-def feedline_tag(root: Path, taggers: list[str], processes: int) -> tuple[float, float]:
+def feedline_tag(root: Path, taggers: list[str], processes: int, entry: str = "feedline") -> tuple[float, float]:
     fresh(root)
-    return run_cpu([sys.executable, "-m", "feedline", "tag", "--documents", str(root / "documents" / "*.gz"),
+    return run_cpu([sys.executable, "-m", entry, "tag", "--documents", str(root / "documents" / "*.gz"),
                     "--experiment", "bench", "--taggers", *taggers, "--processes", str(processes),
                     "--metadata", str(root / "meta")])
 
@@ -122,6 +122,23 @@ def mix_config(root: Path, out: str) -> dict:
     }], "work_dir": {"input": str(root / "wi"), "output": str(root / "wo")}, "processes": 1}
 
 
+def print_ratios(docs, ours1, ours2, theirs, base, cli1, cli2, cli_own, dolma_cheap, mix_cpu, dolma_mix_cpu) -> None:
+    print("ratios:")
+    if ours2 is not None and theirs is not None:
+        print(f"  four taggers, feedline (2 processes) vs dolma (2 processes): {theirs / ours2:.2f}x docs/CPU-s "
+              f"(goal >= 1.5x); 1 process: {theirs / ours1:.2f}x")
+    if ours2 is not None:
+        print(f"  four taggers, feedline (2 processes) vs dolma's 422 docs/CPU-s from the notes: "
+              f"{docs / ours2 / 422:.2f}x (goal >= 1.5x)")
+    if base is not None:
+        print(f"  runner overhead, CLI vs in-process: {cli1 / base:.2f}x (1 process), {cli2 / base:.2f}x "
+              f"(2 processes), {cli_own / base:.2f}x (curate-only entry point) (goal <= 1.3x)")
+    if dolma_cheap is not None:
+        print(f"  dolma's runner on the same cheap tagger: {dolma_cheap / base:.2f}x our in-process loop")
+    if dolma_mix_cpu is not None:
+        print(f"  mixer CPU per document, feedline vs dolma (Rust): {mix_cpu / dolma_mix_cpu:.2f}x")
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 
@@ -131,6 +148,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dolma", default=os.environ.get("FEEDLINE_DOLMA") or shutil.which("dolma"))
+    parser.add_argument("--sections", nargs="+", choices=("tag", "overhead", "mix"), default=["tag", "overhead", "mix"])
     args = parser.parse_args()
     dolma = args.dolma if args.dolma and os.path.exists(args.dolma) else None
     root = Path(tempfile.mkdtemp(prefix="feedline-bench-tag-"))
@@ -155,23 +173,28 @@ def main() -> None:
             print(f"  {label:<58} {cpu:7.2f} CPU-s  {wall:7.2f} s wall  {args.docs / cpu:9,.0f} docs/CPU-s")
             return cpu
 
-        print("four taggers (" + ", ".join(FOUR) + "):")
-        ours1 = measure("feedline tag, 1 process", lambda: feedline_tag(root, FOUR, 1))
-        ours2 = measure("feedline tag, 2 processes", lambda: feedline_tag(root, FOUR, 2))
-        theirs = None
-        if dolma:
-            theirs = measure("dolma tag, 2 processes", lambda: dolma_tag(dolma, root, FOUR, 2))
-        else:
-            print("  dolma tag: not installed (pass --dolma); compare with the 422-441 docs/CPU-s measured before")
-        print("runner overhead (char_length_with_paragraphs_v1):")
-        base = measure("in-process loop (decode + tag + write, no CLI)",
-                       lambda: in_process(root, ["char_length_with_paragraphs_v1"]))
-        cli1 = measure("feedline tag, 1 process", lambda: feedline_tag(root, ["char_length_with_paragraphs_v1"], 1))
-        cli2 = measure("feedline tag, 2 processes", lambda: feedline_tag(root, ["char_length_with_paragraphs_v1"], 2))
-        dolma_cheap = None
-        if dolma:
-            dolma_cheap = measure("dolma tag, 2 processes",
-                                  lambda: dolma_tag(dolma, root, ["char_length_with_paragraphs_v1"], 2))
+        ours1 = ours2 = theirs = base = cli1 = cli2 = cli_own = dolma_cheap = None
+        if "tag" in args.sections:
+            print("four taggers (" + ", ".join(FOUR) + "):")
+            ours1 = measure("feedline tag, 1 process", lambda: feedline_tag(root, FOUR, 1))
+            ours2 = measure("feedline tag, 2 processes", lambda: feedline_tag(root, FOUR, 2))
+            if dolma:
+                theirs = measure("dolma tag, 2 processes", lambda: dolma_tag(dolma, root, FOUR, 2))
+            else:
+                print("  dolma tag: not installed (pass --dolma); compare with the 422-441 docs/CPU-s measured before")
+        cheap = ["char_length_with_paragraphs_v1"]
+        if "overhead" in args.sections:
+            print("runner overhead (char_length_with_paragraphs_v1):")
+            base = measure("in-process loop (decode + tag + write, no CLI)", lambda: in_process(root, cheap))
+            cli1 = measure("feedline tag, 1 process", lambda: feedline_tag(root, cheap, 1))
+            cli2 = measure("feedline tag, 2 processes", lambda: feedline_tag(root, cheap, 2))
+            cli_own = measure("python -m feedline.curate.cli tag, 1 process (curate commands only)",
+                              lambda: feedline_tag(root, cheap, 1, "feedline.curate.cli"))
+            if dolma:
+                dolma_cheap = measure("dolma tag, 2 processes", lambda: dolma_tag(dolma, root, cheap, 2))
+        if "mix" not in args.sections:
+            print_ratios(args.docs, ours1, ours2, theirs, base, cli1, cli2, cli_own, dolma_cheap, None, None)
+            return
         print("mixer (filter on gopher/pii attributes, email span replacement):")
         feedline_tag(root, FOUR, 2)
         config = root / "mix.json"
@@ -193,19 +216,7 @@ def main() -> None:
             dolma_mix_cpu = measure("dolma mix", their_mix)
         ours_kept = sum(len(gzip.decompress(p.read_bytes()).splitlines()) for p in (root / "mixed").glob("*"))
         print(f"  feedline mix kept {ours_kept:,} documents; {args.docs / mix_wall:,.0f} docs/s wall")
-        print("ratios:")
-        if theirs is not None:
-            print(f"  four taggers, feedline (2 processes) vs dolma (2 processes): {theirs / ours2:.2f}x docs/CPU-s "
-                  f"(goal >= 1.5x); 1 process: {theirs / ours1:.2f}x")
-        else:
-            print(f"  four taggers, feedline (2 processes) vs dolma's 422 docs/CPU-s from the notes: "
-                  f"{args.docs / ours2 / 422:.2f}x (goal >= 1.5x)")
-        print(f"  runner overhead, CLI vs in-process: {cli1 / base:.2f}x (1 process), {cli2 / base:.2f}x "
-              f"(2 processes) (goal <= 1.3x)")
-        if dolma_cheap is not None:
-            print(f"  dolma's runner on the same cheap tagger: {dolma_cheap / base:.2f}x our in-process loop")
-        if dolma_mix_cpu is not None:
-            print(f"  mixer, dolma (Rust) vs feedline CPU: {mix_cpu / dolma_mix_cpu:.2f}x dolma's docs/CPU-s is ours")
+        print_ratios(args.docs, ours1, ours2, theirs, base, cli1, cli2, cli_own, dolma_cheap, mix_cpu, dolma_mix_cpu)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

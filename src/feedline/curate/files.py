@@ -270,10 +270,11 @@ def write_small(path: str, data: bytes) -> None:
         store, name = open_object(path)
         store.write_bytes(name, data)
         return
-    from feedline.io import atomic_write
-
-    with atomic_write(_local(path)) as handle:
-        handle.write(data)
+    # AtomicOutput rather than feedline.io.atomic_write: same temp+fsync+rename, without importing
+    # the remote-I/O stack (HTTP, fsspec) into a purely local run and every worker.
+    out = AtomicOutput(path, compression="")
+    out.write(data)
+    out.commit()
 
 
 def read_small(path: str) -> bytes | None:
