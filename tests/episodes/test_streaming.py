@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader
 from feedline.episodes import EpisodeDataset
 from feedline.episodes import payload as payload_module
 from feedline.episodes.errors import EpisodeTooLargeError, ResumeMismatchError, StreamingError
+from feedline.episodes.plan import plan_shards
 from feedline.episodes.resume import ResumePosition
 from feedline.episodes.streaming import StreamingEpisodeDataset
 from feedline.episodes.synth import SyntheticDataset, decode_identity
@@ -107,12 +108,14 @@ def test_dataloader_epoch_covers_every_frame_once_over_two_ranks(workers, av1_da
             episode_pool_size=2, byte_budget_gb=0.01,
         )
         assert len(ds) == ds.rank_frames(0)
-        mine = []
+        expected_batches = ds.batches_per_rank(4, workers)[rank]
+        mine, batches = [], 0
         for batch in ds.track(_loader(ds, workers)):
+            batches += 1
             for item in _unbatch(batch):  # collated in the worker, compared here
                 assert_same_sample(item, ref, first)
                 mine.append(_key(item))
-        assert len(mine) == ds.rank_frames(0)
+        assert len(mine) == ds.rank_frames(0) and batches == expected_batches
         assert ds.epoch == 1  # the tracked loop ran to the end: the next epoch is next
         seen += mine
     assert sorted(seen) == [av1_dataset.locate(i) for i in range(av1_dataset.total_frames)]
@@ -197,10 +200,10 @@ def test_an_episode_over_the_budget_fails_before_any_fetch(av1_dataset, monkeypa
     assert "(1)" in message and "(2)" in message and "(3)" in message and "\n" not in message
     # fits the rank budget, not one worker's half of it: the worker refuses before fetching
     ds = StreamingEpisodeDataset(root=root, byte_budget_gb=1.5 * sizes[big] / 2**30)
-    position = ResumePosition(0, 0, (0, 0), True)
+    parts = plan_shards(ds.episode_lengths, world_size=1, num_workers=2, seed=ds.seed, epoch=0)[0]
+    worker = next(w for w, part in enumerate(parts) if big in part)
     with pytest.raises(EpisodeTooLargeError, match="one DataLoader worker"):
-        for part in (0, 1):
-            ds.worker_pipeline(position, 2, part)
+        ds.worker_pipeline(ResumePosition(0, 0, (0, 0), True), 2, worker)
     assert fetched == []
 
 

@@ -63,6 +63,7 @@ from feedline.episodes.resume import (
     ResumePosition,
     ResumeSettings,
     ResumeState,
+    rank_batch_counts,
     resume_position,
     sampler_identity,
 )
@@ -190,6 +191,19 @@ class StreamingEpisodeDataset(EpisodeSource, IterableDataset):
             epoch=self.epoch if epoch is None else epoch,
         ).report
         return report.rank_frames[self.rank]
+
+    def batches_per_rank(
+        self, batch_size: int, num_workers: int, drop_last: bool = False, epoch: int | None = None
+    ) -> list[int]:
+        """Batches every rank's DataLoader yields in ``epoch``.
+
+        Ranks are balanced by frames, not made equal, so the counts can differ by a few; a DDP
+        loop stops every rank at ``min(...)`` so that no rank waits alone in a collective.
+        """
+        return rank_batch_counts(
+            self.episode_lengths, self.resume_settings(batch_size, num_workers, drop_last),
+            epoch=self.epoch if epoch is None else epoch,
+        )
 
     def __len__(self) -> int:
         return self.rank_frames()
