@@ -113,8 +113,8 @@ def mix_config(root: Path, out: str) -> dict:
         "attributes": ["bench"],
         "filter": {
             "include": ["$.attributes[?(@.bench__gopher_v1__word_count[0][2] < 100000)]"],
-            "exclude": ["$.attributes[?(@.bench__gopher_v1__word_count[0][2] < 150)]",
-                        "$.attributes[?(@.bench__pii_regex_v2__doc[0][2] > 0.01)]"],
+            "exclude": ["$.attributes[?(@.bench__gopher_v1__word_count[0][2] < 250)]",
+                        "$.attributes[?(@.bench__pii_regex_v2__doc[0][2] > 0)]"],
         },
         "span_replacement": [{"span": "$.attributes.bench__pii_regex_v2__EMAIL_ADDRESS", "min_score": 0.5,
                               "replacement": " |||EMAIL||| "}],
