@@ -390,3 +390,40 @@ def test_progress_bar_on_a_terminal_counts_every_byte(nginx_server, tmp_path, ca
     err = capsys.readouterr().err
     assert "download" in err and "4.00M" in err  # tqdm's final byte count over both shards
     assert json.loads(manifest.read_text())["totals"]["bytes"] == sum(sizes.values())
+
+
+@pytest.mark.parametrize(
+    "fractions", [(0.5,), pytest.param((0.2, 0.8, 0.95), marks=pytest.mark.slow)]
+)
+def test_kill_9_of_an_s3_download_then_rerun(s3_server, tmp_path, fractions):
+    """The same promise on S3 (moto server): resume from the checkpoint, pinned to the ETag."""
+    data = os.urandom(12 << 20)
+    key = f"kill/s{len(fractions)}.bin"
+    s3_server.client().put_object(Bucket=s3_server.bucket, Key=key, Body=data)
+    url = f"s3://{s3_server.bucket}/{key}"
+    digest = hashlib.sha256(data).hexdigest()
+    for trial, fraction in enumerate(fractions):
+        out = tmp_path / f"s3-{trial}"
+        dest = out / key.rpartition("/")[2]
+        proc = feedline(
+            "download", url, "--out", str(out), "--checkpoint-mb", "2", env=s3_server.env
+        )
+        try:
+            while proc.poll() is None:
+                done = part_path(dest).exists() and part_path(dest).stat().st_size
+                if done and done >= fraction * len(data) and checkpoint_path(dest).exists():
+                    break
+                time.sleep(0.001)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate()
+        ckpt = Checkpoint.load(checkpoint_path(dest))
+        assert ckpt is not None and 0 < ckpt.verified_bytes < len(data)
+        run_ok("download", url, "--out", str(out), "--checkpoint-mb", "2", env=s3_server.env)
+        assert hashlib.sha256(dest.read_bytes()).hexdigest() == digest
+        shard = json.loads((out / "manifest.json").read_text())["shards"][0]
+        assert (shard["reused_bytes"], shard["fetched_bytes"], shard["restarts"]) == (
+            ckpt.verified_bytes,
+            len(data) - ckpt.verified_bytes,
+            0,
+        )

@@ -24,7 +24,7 @@ from feedline.io.http import redact, status_error
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 _UNSATISFIED_RANGE = re.compile(r"bytes \*/(\d+)")
-S3_READ_BYTES = 8 << 20  # each s3fs read is one GET: large enough to amortise the request
+S3_READ_BYTES = 8 << 20  # read-ahead block: one GET per 8 MiB, not one per 256 KiB buffer
 
 
 class RangeNotSatisfiable(Exception):
@@ -224,7 +224,10 @@ class StoreSource:
     def _open(self, offset: int, ckpt: Checkpoint | None) -> Body:
         if isinstance(self.store, FsspecStore):
             handle = self.store.fs.open(
-                self.store.full_path(self.name), "rb", block_size=S3_READ_BYTES, cache_type="none"
+                self.store.full_path(self.name),
+                "rb",
+                block_size=S3_READ_BYTES,
+                cache_type="readahead",
             )
             details = getattr(handle, "details", None) or self.store.fs.info(
                 self.store.full_path(self.name)
