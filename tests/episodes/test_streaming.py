@@ -56,18 +56,21 @@ def _key(item: dict) -> tuple[int, int]:
     return int(item["episode_index"]), int(item["frame_index"])
 
 
-CASES = [("av1", "local"), ("av1", "http"), ("h264", "local"), ("h264", "http")]
+CASES = [("av1", "local"), ("av1", "http"), ("h264", "local"), ("h264", "http"), ("h264", "s3")]
 
 
 @pytest.mark.parametrize(("name", "where"), CASES, ids=[f"{n}-{w}" for n, w in CASES])
 def test_every_streamed_sample_equals_map_style(name, where, open_root, request):
     synth: SyntheticDataset = request.getfixturevalue(f"{name}_dataset")
-    root, _ = open_root(name, where)
+    root, options = open_root(name, where)
     deltas = {k: v for k, v in DELTAS.items() if k != CAM0 or CAM0 in synth.camera_keys}
-    ref = EpisodeDataset(root=root, delta_timestamps=deltas)
-    largest = max(StreamingEpisodeDataset(root=root, byte_budget_gb=1).episode_bytes.values())
+    ref = EpisodeDataset(root=root, delta_timestamps=deltas, storage_options=options)
+    largest = max(
+        StreamingEpisodeDataset(root=root, storage_options=options).episode_bytes.values()
+    )
     ds = StreamingEpisodeDataset(  # room for about two episodes: admission waits for releases
-        root=root, delta_timestamps=deltas, episode_pool_size=2, prefetch_episodes=1,
+        root=root, storage_options=options, delta_timestamps=deltas, episode_pool_size=2,
+        prefetch_episodes=1,
         byte_budget_gb=2.2 * largest / 2**30, decode_threads=2, decoded_queue_size=4,
     )
     first = _global_index(ref)
@@ -119,6 +122,21 @@ def test_dataloader_epoch_covers_every_frame_once_over_two_ranks(workers, av1_da
         assert ds.epoch == 1  # the tracked loop ran to the end: the next epoch is next
         seen += mine
     assert sorted(seen) == [av1_dataset.locate(i) for i in range(av1_dataset.total_frames)]
+
+
+def test_spawned_workers(av1_dataset, av1_http):
+    """Spawned workers get their own stores and readers, and report into the shared counters."""
+    ds = StreamingEpisodeDataset(root=av1_http, delta_timestamps={CAM0: [0.0]}, episode_pool_size=2)
+    loader = DataLoader(ds, batch_size=5, num_workers=2, multiprocessing_context="spawn",
+                        timeout=120)
+    seen = []
+    for batch in ds.track(loader):
+        for item in _unbatch(batch):
+            assert decode_identity(item[CAM0]) == (0, *_key(item))
+            seen.append(_key(item))
+    assert sorted(seen) == [av1_dataset.locate(i) for i in range(av1_dataset.total_frames)]
+    assert ds.metrics()["samples"] == av1_dataset.total_frames
+    assert ds.metrics()["episodes_fetched"] == len(av1_dataset.episode_lengths)
 
 
 def test_resume_after_k_batches_yields_exactly_the_rest(av1_dataset, av1_http):

@@ -75,9 +75,13 @@ DEFAULT_DECODE_THREADS = 2
 DEFAULT_DECODED_QUEUE_SIZE = 8
 DEFAULT_MAX_NUM_SHARDS = 16
 
-# Counters shared by every worker of one dataset (summed; the peak is a maximum).
+# Counters shared by every worker of one dataset: one row per process (the training process,
+# then DataLoader worker ids), each written by one process only, so no lock (a lock would tie
+# the array to one multiprocessing start method); rows are summed, the peak is a maximum.
 _METRICS = ("samples", "bytes_fetched", "episodes_fetched", "refill_stalls",
             "refill_stall_us", "peak_reserved_bytes", "outside_fetches")
+_ROWS = 64
+_PEAK = _METRICS.index("peak_reserved_bytes")
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -163,7 +167,7 @@ class StreamingEpisodeDataset(EpisodeSource, IterableDataset):
         self._tracker: ConsumptionTracker | None = None
         self._pending_state: dict[str, Any] | None = None
         self._position: ResumePosition | None = None
-        self._shared = mp.Array("q", len(_METRICS))
+        self._shared = mp.RawArray("q", _ROWS * len(_METRICS))
 
     # ---- settings --------------------------------------------------------------------------
 
@@ -284,29 +288,36 @@ class StreamingEpisodeDataset(EpisodeSource, IterableDataset):
     # ---- metrics ------------------------------------------------------------------------------
 
     def metrics(self) -> dict[str, Any]:
-        """Counters summed over every worker of this dataset so far (all epochs)."""
-        with self._shared.get_lock():
-            values = dict(zip(_METRICS, self._shared[:], strict=True))
+        """Counters summed over every worker of this dataset so far (all epochs).
+
+        ``peak_reserved_bytes`` is the largest byte reservation one worker held (its budget is
+        ``rank_budget_bytes / num_workers``).
+        """
+        width = len(_METRICS)
+        rows = np.asarray(self._shared[:], dtype=np.int64).reshape(_ROWS, width)
+        values: dict[str, Any] = {
+            name: int(rows[:, i].max() if i == _PEAK else rows[:, i].sum())
+            for i, name in enumerate(_METRICS)
+        }
         values["refill_stall_s"] = values.pop("refill_stall_us") / 1e6
         return values
 
     def reset_metrics(self) -> None:
-        with self._shared.get_lock():
-            self._shared[:] = [0] * len(_METRICS)
+        self._shared[:] = [0] * (_ROWS * len(_METRICS))
 
-    def _publish(self, metrics: PipelineMetrics, published: dict[str, int]) -> None:
+    def _publish(self, metrics: PipelineMetrics, published: dict[str, int], row: int) -> None:
         current = {
             "samples": metrics.samples, "bytes_fetched": metrics.bytes_fetched,
             "episodes_fetched": metrics.episodes_fetched, "refill_stalls": metrics.refill_stalls,
             "refill_stall_us": int(metrics.refill_stall_s * 1e6),
             "outside_fetches": metrics.outside_fetches,
         }
-        with self._shared.get_lock():
-            for i, name in enumerate(_METRICS):
-                if name == "peak_reserved_bytes":
-                    self._shared[i] = max(self._shared[i], metrics.peak_reserved_bytes)
-                else:
-                    self._shared[i] += current[name] - published.get(name, 0)
+        base = (row % _ROWS) * len(_METRICS)
+        for i, name in enumerate(_METRICS):
+            if i == _PEAK:
+                self._shared[base + i] = max(self._shared[base + i], metrics.peak_reserved_bytes)
+            else:
+                self._shared[base + i] += current[name] - published.get(name, 0)
         published.update(current)
 
     # ---- pickling: the shared counters travel only to spawned/forked workers -------------------
@@ -321,7 +332,7 @@ class StreamingEpisodeDataset(EpisodeSource, IterableDataset):
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         if self._shared is None:
-            self._shared = mp.Array("q", len(_METRICS))
+            self._shared = mp.RawArray("q", _ROWS * len(_METRICS))
 
     # ---- iteration ------------------------------------------------------------------------------
 
@@ -410,12 +421,13 @@ class StreamingEpisodeDataset(EpisodeSource, IterableDataset):
         if pipeline is None:
             return
         published: dict[str, int] = {}
+        row = 0 if get_worker_info() is None else 1 + worker_id
         try:
             for n, sample in enumerate(pipeline, 1):
                 if n % 64 == 0:
-                    self._publish(pipeline.metrics, published)
+                    self._publish(pipeline.metrics, published, row)
                 yield sample
         finally:
             pipeline.close()
-            self._publish(pipeline.metrics, published)
+            self._publish(pipeline.metrics, published, row)
 
