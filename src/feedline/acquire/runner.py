@@ -28,6 +28,7 @@ from feedline.acquire.download import DEFAULT_CHECKPOINT_BYTES, ShardResult, dow
 from feedline.acquire.errors import CorpusFormatError, DownloadError
 from feedline.acquire.jsonl import stream_jsonl
 from feedline.acquire.manifest import ShardEntry, VerdictWriter, emit_manifest, verdict_writer
+from feedline.errors import FeedlineError
 from feedline.io import atomic_write
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,10 @@ class RunConfig:
     @property
     def manifest(self) -> Path:
         return self.manifest_path or self.out_dir / "manifest.json"
+
+
+class _Stopped(DownloadError):
+    """Raised inside a download thread when the run is interrupted."""
 
 
 def shard_name(url: str) -> str:
@@ -151,9 +156,16 @@ def download_all(config: RunConfig) -> list[ShardResult]:
             expected_sha256=expected,
             storage_options=config.storage_options,
             checkpoint_bytes=config.checkpoint_bytes,
-            on_bytes=progress.update,
+            on_bytes=tick,
             fsync=config.fsync,
         )
+
+    stop = threading.Event()
+
+    def tick(n: int) -> None:
+        if stop.is_set():  # Ctrl-C: stop at the next buffer; the checkpoint keeps the progress
+            raise _Stopped("interrupted")
+        progress.update(n)
 
     results: dict[str, ShardResult] = {}
     failures: list[str] = []
@@ -162,11 +174,17 @@ def download_all(config: RunConfig) -> list[ShardResult]:
             max_workers=max(1, config.workers), thread_name_prefix="feedline-dl"
         ) as pool:
             futures = {url: pool.submit(one, url) for url in unique}
-            for url, future in futures.items():
-                try:
-                    results[url] = future.result()
-                except DownloadError as exc:
-                    failures.append(str(exc))
+            try:
+                for url, future in futures.items():
+                    try:
+                        results[url] = future.result()
+                    except FeedlineError as exc:
+                        failures.append(str(exc))
+            except BaseException:
+                stop.set()
+                for future in futures.values():
+                    future.cancel()
+                raise
     finally:
         progress.close()
     if failures:
