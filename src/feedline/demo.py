@@ -145,7 +145,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--num-workers", type=int, default=2)
     p.add_argument("--seed", type=int, default=1000)
     p.add_argument(
-        "--byte-budget-mb", type=float, default=0.5,
+        "--byte-budget-mb", type=float, default=1.0,
         help="streaming byte budget of the rank (MiB of whole-episode payload held at once)",
     )
     p.add_argument("--home", help="where the demo dataset lives (default $FEEDLINE_HOME/demo)")
