@@ -165,19 +165,31 @@ def test_resume_after_k_batches_yields_exactly_the_rest(av1_dataset, av1_http):
         assert _epoch(resumed, _loader(resumed, 2, 3)) == second_epoch  # the epoch after
 
 
-def test_resume_in_process_and_refusals(av1_http):
+@pytest.mark.parametrize(("strategy", "drop_last"), [("remaining", False), ("round_robin", True)])
+def test_resume_in_process_and_refusals(strategy, drop_last, av1_dataset, av1_http):
     def make(**kw) -> StreamingEpisodeDataset:
-        return StreamingEpisodeDataset(root=av1_http, episode_pool_size=3, **kw)
+        return StreamingEpisodeDataset(
+            root=av1_http, episode_pool_size=3, sampling_strategy=strategy, **kw
+        )
+
+    def loader(ds, batch_size=5):
+        return DataLoader(ds, batch_size=batch_size, drop_last=drop_last)
 
     ds = make()
-    full = _epoch(ds, _loader(ds, 0, 5))
+    full = _epoch(ds, loader(ds))
+    flat = sorted(k for b in full for k in b)
+    everything = [av1_dataset.locate(i) for i in range(av1_dataset.total_frames)]
+    if drop_last:
+        assert len(flat) == 5 * (len(everything) // 5) and set(flat) <= set(everything)
+    else:
+        assert flat == everything
     ds = make()
-    _epoch(ds, _loader(ds, 0, 5), limit=4)
+    _epoch(ds, loader(ds), limit=4)
     state = ds.state_dict()
     resumed = make()
     resumed.load_state_dict(state)
     assert resumed.state_dict() == state  # loaded but not yet iterated: the same checkpoint
-    assert _epoch(resumed, _loader(resumed, 0, 5)) == full[4:]
+    assert _epoch(resumed, loader(resumed)) == full[4:]
     with pytest.raises(ResumeMismatchError, match="seed"):
         make(seed=7).load_state_dict(state)
     with pytest.raises(ResumeMismatchError, match="pool_settings"):
@@ -185,7 +197,7 @@ def test_resume_in_process_and_refusals(av1_http):
     other = make()
     other.load_state_dict(state)
     with pytest.raises(ResumeMismatchError, match="batch_size"):
-        next(other.track(_loader(other, 0, 4)))
+        next(other.track(loader(other, 4)))
     with pytest.raises(StreamingError, match="track"):
         make().state_dict()
 
