@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import gzip
 import hashlib
 import os
 import sys
@@ -23,6 +22,7 @@ from typing import IO, Any
 import orjson
 import zstandard
 
+from feedline.acquire.jsonl import stream_jsonl
 from feedline.io import atomic_write
 
 from .dedup import DEFAULT_CHUNK, DedupConfig, DedupError, Deduplicator, Verdict
@@ -62,39 +62,7 @@ def _output_names(inputs: list[Path]) -> list[str]:
     return [_strip_suffix(p.relative_to(root).as_posix()) + ".jsonl.zst" for p in absolute]
 
 
-def _local_jsonl(path: Path, skip_bad_lines: bool) -> Iterator[dict[str, Any]]:
-    """Fallback reader for local shards when ``feedline.acquire.jsonl`` is not available."""
-    with open(path, "rb") as raw:
-        head = raw.read(4)
-        raw.seek(0)
-        stream: IO[bytes]
-        if head.startswith(b"\x28\xb5\x2f\xfd"):
-            stream = zstandard.ZstdDecompressor(max_window_size=1 << 31).stream_reader(raw)
-        elif head.startswith(b"\x1f\x8b"):
-            stream = gzip.open(raw)  # noqa: SIM115 - closed with raw
-        else:
-            stream = raw
-        for line_no, line in enumerate(stream, 1):
-            if not line.strip():
-                continue
-            try:
-                doc = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                if skip_bad_lines:
-                    continue
-                raise DedupError(f"{path}: line {line_no}: invalid JSON ({exc})") from None
-            if not isinstance(doc, dict):
-                if skip_bad_lines:
-                    continue
-                raise DedupError(f"{path}: line {line_no}: expected a JSON object")
-            yield doc
-
-
 def _documents(path: Path, skip_bad_lines: bool) -> Iterator[dict[str, Any]]:
-    try:
-        from feedline.acquire.jsonl import stream_jsonl
-    except ImportError:
-        return _local_jsonl(path, skip_bad_lines)
     return iter(stream_jsonl(path, skip_bad_lines=skip_bad_lines))
 
 
