@@ -257,3 +257,5 @@ def test_transforms_run_on_the_iterating_thread_and_epochs_differ(av1_dataset):
     assert [_key(i) for i in ds] != order0
     with pytest.raises(StreamingError, match="streaming_sampling_strategy"):
         StreamingEpisodeDataset(root=root, sampling_strategy="random")
+    with pytest.raises(StreamingError, match="reduce the number of ranks"):
+        StreamingEpisodeDataset(root=root, episodes=[1], rank=0, world_size=2)
