@@ -54,12 +54,12 @@ def test_minhash_output_independent_of_processes_and_resume(tmp_path):
     planted_corpus(one)
     shutil.copytree(one / "documents", two / "documents")
     args = ("--taggers", "minhash_near_dup_v1", "char_length_v1", "--experiment", "d")
-    run_feedline("tag", "--documents", str(one / "documents" / "*.gz"), *args)
+    job = TagJob(("minhash_near_dup_v1", "char_length_v1"), experiment="d")
+    run_tag([str(one / "documents" / "*.gz")], job)
     run_feedline("tag", "--documents", str(two / "documents" / "*.gz"), *args, "--processes", "2")
     assert tree_bytes(one / "attributes") == tree_bytes(two / "attributes")
     # a new file changes the corpus: old markers no longer count, everything is re-tagged
     write_jsonl(two / "documents" / "p3.jsonl.gz", [{"id": "z", "text": read_jsonl(two / "documents" / "p0.jsonl.gz")[0]["text"]}])
-    out = run_feedline("tag", "--documents", str(two / "documents" / "*.gz"), *args)
-    assert "tagged 4 files" in out.stdout
+    assert len(run_tag([str(two / "documents" / "*.gz")], job).processed) == 4
     (z,) = read_jsonl(two / "attributes" / "d" / "p3.jsonl.gz")
     assert z["attributes"][KEY + "duplicate"] == [[0, len(read_jsonl(two / "documents" / "p3.jsonl.gz")[0]["text"]), 1.0]]
