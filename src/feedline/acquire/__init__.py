@@ -7,8 +7,15 @@ from feedline.acquire.errors import CorpusFormatError, DownloadError
 from feedline.acquire.jsonl import stream_jsonl
 from feedline.acquire.manifest import ShardEntry, emit_manifest
 
+#: The dedup engine loads numpy; it is imported on first use, not with every ``feedline`` command.
+_LAZY = {"DedupConfig", "Deduplicator", "Verdict", "dedup_texts"}
+
 __all__ = [
     "CorpusFormatError",
+    "DedupConfig",
+    "Deduplicator",
+    "Verdict",
+    "dedup_texts",
     "DownloadError",
     "ShardEntry",
     "ShardResult",
@@ -16,3 +23,11 @@ __all__ = [
     "emit_manifest",
     "stream_jsonl",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        from feedline.acquire import dedup
+
+        return getattr(dedup, name)
+    raise AttributeError(f"module 'feedline.acquire' has no attribute {name!r}")

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from feedline.episodes.dataset import EpisodeDataset
+    from feedline.episodes.streaming import StreamingEpisodeDataset
 
-__all__ = ["EpisodeDataset"]
+__all__ = ["EpisodeDataset", "StreamingEpisodeDataset"]
 
 
 def __getattr__(name: str) -> Any:
@@ -19,4 +20,8 @@ def __getattr__(name: str) -> Any:
         from feedline.episodes.dataset import EpisodeDataset
 
         return EpisodeDataset
+    if name == "StreamingEpisodeDataset":
+        from feedline.episodes.streaming import StreamingEpisodeDataset
+
+        return StreamingEpisodeDataset
     raise AttributeError(f"module 'feedline.episodes' has no attribute {name!r}")
