@@ -217,12 +217,15 @@ class VideoFrameReader:
             self._remember(key, decoded)
         return self._to_rgb(decoded, ticks)
 
-    @staticmethod
-    def _to_rgb(frames: dict[int, av.VideoFrame], ticks: list[int]) -> np.ndarray:
+    def _to_rgb(self, frames: dict[int, av.VideoFrame], ticks: list[int]) -> np.ndarray:
         rgb: dict[int, np.ndarray] = {}
-        for tick in ticks:
-            if tick not in rgb:
-                rgb[tick] = frames[tick].to_ndarray(format="rgb24")
+        # A cached frame may be converted by two threads at once, and PyAV keeps one converter
+        # per frame: two threads inside it hang in FFmpeg. Conversion is serialised; decoding
+        # of different spans still runs in parallel.
+        with self._lock:
+            for tick in ticks:
+                if tick not in rgb:
+                    rgb[tick] = frames[tick].to_ndarray(format="rgb24")
         if not ticks:
             return np.empty((0, 0, 0, 3), dtype=np.uint8)
         return np.stack([rgb[tick] for tick in ticks])
