@@ -2,24 +2,28 @@
 
 Why not fsspec's HTTP filesystem: it opens a session per loop, cannot bound connections per
 process, retries nothing, and treats a server that ignores ``Range`` as an error or silently reads
-the whole object. This client keeps one urllib3 pool with a hard connection cap, asks for
+the whole object. This client caps connections (ranged reads on a lean ``http.client`` pool,
+HEAD and streaming GETs on urllib3, each at most ``max_connections``), asks for
 ``identity`` encoding (a gzip-encoded ranged answer has no usable length), checks every
 ``Content-Range``, and retries transient failures from the byte it was at.
 """
 
 from __future__ import annotations
 
+import base64
+import http.client
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urljoin, urlsplit, urlunsplit
 
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
+from feedline.io.connections import ConnectionPool
 from feedline.io.errors import (
     AccessDeniedError,
     NotFoundError,
@@ -100,6 +104,7 @@ class HttpRangeClient:
         self.timeout_s = timeout_s
         self.extra_headers = dict(headers or {})
         self._headers = {"Accept-Encoding": "identity", **self.extra_headers}
+        self._conns = ConnectionPool(max_connections, timeout_s)
         self._pool = urllib3.PoolManager(
             num_pools=8,
             maxsize=max_connections,
@@ -182,64 +187,87 @@ class HttpRangeClient:
         return self._get_range_retrying(url, start, end)
 
     def _get_range_retrying(self, url: str, start: int, end: int) -> bytes:
-        buf = bytearray()
+        out = bytearray(end - start)
+        view = memoryview(out)
+        filled = [0]  # advanced as bytes arrive, so a retry continues where the link broke
 
-        def once() -> bytes:
-            self._get_range_into(url, start + len(buf), end, buf)
-            return bytes(buf)
+        def once() -> None:
+            self._get_range_into(url, start, end, view, filled, redirects=5)
 
-        return call_with_retries(once, policy=self.retry, what=f"GET {redact(url)}")
+        call_with_retries(once, policy=self.retry, what=f"GET {redact(url)}")
+        return bytes(out)
 
-    def _get_range_into(self, url: str, start: int, end: int, buf: bytearray) -> None:
-        resp = self.request(
-            "GET", url, headers={"Range": f"bytes={start}-{end - 1}"}, preload_content=False
-        )
+    def _get_range_into(
+        self, url: str, start: int, end: int, view: memoryview, filled: list[int], redirects: int
+    ) -> None:
+        offset = start + filled[0]
+        parts = urlsplit(url)
+        key = self._conns.key(parts)
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        headers = {**self._headers, "Range": f"bytes={offset}-{end - 1}"}
+        if parts.username is not None:
+            headers.setdefault("Authorization", _basic_auth(parts))
+        conn = self._conns.acquire(key)
+        reuse = False
         try:
-            if resp.status == 206:
-                match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+            try:
+                conn.request("GET", target, headers=headers)
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                raise TransientError(f"{redact(url)}: {type(exc).__name__}: {_short(exc)}") from None
+            status = resp.status
+            if status in (301, 302, 303, 307, 308) and resp.getheader("Location") and redirects > 0:
+                resp.read()
+                reuse = not resp.will_close
+                location = urljoin(url, resp.getheader("Location", ""))
+                self._conns.release(key, conn, reuse)
+                conn = None  # type: ignore[assignment]
+                self._get_range_into(location, start, end, view, filled, redirects - 1)
+                return
+            if status == 206:
+                match = _CONTENT_RANGE.match(resp.getheader("Content-Range", ""))
                 if match and match.group(3) != "*" and int(match.group(3)) < end:
-                    raise RangeError(
-                        f"{redact(url)}: range end {end} past object size {match.group(3)}"
-                    )
-                if not match or int(match.group(1)) != start or int(match.group(2)) > end - 1:
+                    raise RangeError(f"{redact(url)}: range end {end} past object size {match.group(3)}")
+                if not match or int(match.group(1)) != offset or int(match.group(2)) > end - 1:
                     raise StoreError(
                         f"{redact(url)}: server answered range "
-                        f"{resp.headers.get('Content-Range')!r} to bytes={start}-{end - 1}"
+                        f"{resp.getheader('Content-Range')!r} to bytes={offset}-{end - 1}"
                     )
-                want = int(match.group(2)) + 1 - start
                 skip = 0
-            elif resp.status == 200:
-                # The server ignored Range: skip to our offset in the full body.
-                length = resp.headers.get("Content-Length")
+            elif status == 200:
+                # The server ignored Range: skip to our offset in the full body, then hang up.
+                length = resp.getheader("Content-Length")
                 if length is not None and int(length) < end:
                     raise RangeError(f"{redact(url)}: range end {end} past object size {length}")
-                want, skip = end - start, start
+                skip = offset
             else:
-                raise status_error(url, resp.status, resp.reason or "")
-            self._read_body(resp, url, skip, want, buf)
-            if resp.status == 206 and start + want < end:
-                raise TransientError(f"{redact(url)}: short ranged reply ({want} of {end - start} bytes)")
+                resp.read()
+                reuse = not resp.will_close
+                raise status_error(url, status, resp.reason or "")
+            self._read_body(resp, url, skip, view, filled, end - start)
+            reuse = status == 206 and resp.isclosed() and not resp.will_close
         finally:
-            if resp.status == 200:
-                resp.close()  # do not drain a whole object we did not want
-            resp.release_conn()  # frees the pool slot (a closed connection is replaced on reuse)
+            if conn is not None:
+                self._conns.release(key, conn, reuse)
 
     @staticmethod
-    def _read_body(resp: Any, url: str, skip: int, want: int, buf: bytearray) -> None:
-        got = 0
+    def _read_body(
+        resp: http.client.HTTPResponse, url: str, skip: int, view: memoryview, filled: list[int], total: int
+    ) -> None:
         try:
             while skip > 0:
                 chunk = resp.read(min(skip, 1 << 20))
                 if not chunk:
                     raise TransientError(f"{redact(url)}: body ended while skipping to offset")
                 skip -= len(chunk)
-            while got < want:
-                chunk = resp.read1(min(want - got, 1 << 20))  # what arrived: kept if the link drops
-                if not chunk:
-                    raise TransientError(f"{redact(url)}: body ended after {got} of {want} bytes")
-                buf += chunk
-                got += len(chunk)
-        except Urllib3HTTPError as exc:
+            while filled[0] < total:
+                n = resp.readinto(view[filled[0] : min(total, filled[0] + (1 << 20))])
+                if not n:
+                    raise TransientError(f"{redact(url)}: body ended after {filled[0]} of {total} bytes")
+                filled[0] += n
+        except (OSError, http.client.HTTPException) as exc:
             raise TransientError(f"{redact(url)}: {type(exc).__name__}: {_short(exc)}") from None
 
     def get_ranges(self, url: str, ranges: list[tuple[int, int]]) -> list[bytes]:
@@ -263,6 +291,12 @@ class HttpRangeClient:
                 self._executor.shutdown(wait=False)
                 self._executor = None
         self._pool.clear()
+        self._conns.clear()
+
+
+def _basic_auth(parts: SplitResult) -> str:
+    token = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
+    return "Basic " + base64.b64encode(token).decode()
 
 
 def _split(start: int, end: int, parts: int) -> list[tuple[int, int]]:

@@ -39,13 +39,14 @@ def call_with_retries(
     fn: Callable[[], T], *, policy: RetryPolicy = DEFAULT_RETRY, what: str = "request"
 ) -> T:
     """Call ``fn`` until it returns or raises something other than :class:`TransientError`."""
-    rng = random.Random()
+    rng: random.Random | None = None
     for attempt in range(policy.attempts):
         try:
             return fn()
         except TransientError as exc:
             if attempt + 1 >= policy.attempts:
                 raise
+            rng = rng or random.Random()
             pause = policy.delay(attempt, rng)
             log.debug("%s failed (%s); retry %d in %.2f s", what, exc, attempt + 1, pause)
             time.sleep(pause)
