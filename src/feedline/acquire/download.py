@@ -95,7 +95,7 @@ def download_shard(
     rename. Resume after ``kill -9`` is unaffected (the page cache outlives the process) and
     stays safe after a power loss too, because the prefix is re-hashed: unflushed bytes fail
     the check and the download restarts. What it gives up is *keeping progress* across an OS
-    crash; what it buys is not waiting for the disk (see docs/benchmarks/download.md).
+    crash; what it buys is not waiting for the disk (see docs/benchmarks.md, Downloader).
     """
     target = Path(dest)
     target.parent.mkdir(parents=True, exist_ok=True)
