@@ -129,3 +129,16 @@ def test_stores_pickle_for_dataloader_workers(store: Store) -> None:
     clone = pickle.loads(pickle.dumps(store))
     assert clone.read_range(NAME, 10, 20) == PAYLOAD[10:20]
     assert clone.root_url == store.root_url
+
+
+def test_hub_store_is_constructed_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Hub cannot be reached from the test machines: construction and the offline error only."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    store = open_store("hf://datasets/owner/name@main")
+    assert store.root_url == "hf://datasets/owner/name@main"
+    assert store.url("meta/info.json") == "hf://datasets/owner/name@main/meta/info.json"
+    began = time.monotonic()
+    with pytest.raises(StoreError) as info:
+        store.stat("meta/info.json")
+    assert "\n" not in str(info.value) and "meta/info.json" in str(info.value)
+    assert time.monotonic() - began < 5.0
