@@ -23,6 +23,8 @@ import functools
 
 import numpy as np
 
+from feedline.acquire.minhash import mix64
+
 DEFAULT_FP_WEIGHT = 0.05
 DEFAULT_FN_WEIGHT = 0.95
 _TAIL_CAPACITY = 1024  # unsorted rows kept for one-at-a-time inserts before they become a run
@@ -70,19 +72,6 @@ def optimal_bands_rows(
     # lexsort: last key first -> cost, then more permutations used, then fewer bands
     best = np.lexsort((combos[:, 0], -combos[:, 0] * combos[:, 1], cost))[0]
     return int(combos[best, 0]), int(combos[best, 1])
-
-
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-
-
-def _mix64(z: np.ndarray) -> np.ndarray:
-    z ^= z >> np.uint64(30)
-    z *= _M1
-    z ^= z >> np.uint64(27)
-    z *= _M2
-    z ^= z >> np.uint64(31)
-    return z
 
 
 class SortedKeyIndex:
@@ -207,7 +196,7 @@ class LSHIndex:
         used = signatures[:, : self.bands * self.rows].reshape(n, self.bands, self.rows)
         keys = (used.astype(np.uint64) * self._row_mult).sum(axis=2, dtype=np.uint64)
         keys += self._band_salt
-        return _mix64(keys)
+        return mix64(keys)
 
     def insert(self, keys: np.ndarray, doc_index: np.ndarray) -> None:
         self.index.insert(keys, doc_index.astype(np.uint32))

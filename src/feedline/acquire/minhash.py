@@ -44,7 +44,7 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
-def _mix64(z: np.ndarray) -> np.ndarray:
+def mix64(z: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser, in place on a uint64 array: spreads every input bit over the output."""
     z ^= z >> np.uint64(30)
     z *= _M1
@@ -151,7 +151,7 @@ def _sequence_keys(words: np.ndarray, bounds: np.ndarray) -> np.ndarray:
         raw = prefix[bounds[1:]] - prefix[bounds[:-1]]
         raw *= _SEQ_POW_INV[col].upto(len(words) + 1)[bounds[:-1]]
         raw += lengths
-        keys[:, col] = _mix64(raw)
+        keys[:, col] = mix64(raw)
     return keys
 
 
@@ -202,7 +202,7 @@ def _word_hashes_flat(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     raw += (ends - starts).astype(np.uint64)
     first_word = np.searchsorted(starts, doc_starts)
     counts = np.diff(first_word, append=len(starts)).astype(np.int64)
-    return _mix64(raw), counts
+    return mix64(raw), counts
 
 
 @dataclass(frozen=True)
@@ -319,7 +319,7 @@ class MinHasher:
                 term[idx >= bounds[short_docs + 1]] = 0
                 acc_short += term
             out[out_bounds[short_docs]] = acc_short
-        return (_mix64(out) >> np.uint64(32)).astype(np.uint32), counts
+        return (mix64(out) >> np.uint64(32)).astype(np.uint32), counts
 
     # -- signatures ------------------------------------------------------------------------
     def signatures_from_shingles(self, batch: ShingleBatch) -> np.ndarray:
