@@ -242,8 +242,8 @@ def write_sidecar(
     if reuse is not None:  # keep other valid entries of the previous archive too
         carried += sorted(p for p in reuse.entries if p not in current)
     if todo:
-        log.info(
-            "building the MP4 sidecar for %d video(s) of %s (%d reused); the first batch waits for it",
+        log.debug(  # the opener already said so at WARNING; the CLI shows a progress bar
+            "building the MP4 sidecar for %d video(s) of %s (%d reused)",
             len(todo), store.url(), len(carried),
         )
     digest = hashlib.sha256()
