@@ -23,6 +23,7 @@ from feedline.episodes.format import DatasetMeta, EpisodeDatasetError, EpisodeTa
 from feedline.episodes.windows import delta_indices
 from feedline.errors import FeedlineError
 from feedline.io import Store, open_store
+from feedline.io.errors import is_transport_error
 
 DEFAULT_TOLERANCE_S = 1e-4  # LeRobot's default frame-timestamp tolerance
 DEFAULT_DECODER_CACHE_SIZE = 8
@@ -50,17 +51,6 @@ def resolve_root(
     )
 
 
-_TRANSPORT_MODULES = {
-    "httpx",
-    "httpx2",
-    "requests",
-    "urllib3",
-    "aiohttp",
-    "botocore",
-    "huggingface_hub",
-}
-
-
 def _load_meta(store: Store, root_url: str) -> DatasetMeta:
     """:func:`load_meta`, with network-library exceptions that escape the store made one line."""
     try:
@@ -68,10 +58,7 @@ def _load_meta(store: Store, root_url: str) -> DatasetMeta:
     except FeedlineError:
         raise
     except Exception as exc:
-        if (
-            not isinstance(exc, OSError)
-            and type(exc).__module__.split(".")[0] not in _TRANSPORT_MODULES
-        ):
+        if not isinstance(exc, OSError) and not is_transport_error(exc):
             raise
         raise EpisodeDatasetError(
             f"{root_url}: cannot read the dataset metadata ({type(exc).__name__}: {exc}); "

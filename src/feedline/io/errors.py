@@ -31,3 +31,13 @@ class TransientError(StoreError):
 
 class LockTimeout(FeedlineError):
     """Another process held a lock for longer than the caller would wait."""
+
+
+#: Libraries whose exceptions mean "the network or the remote service failed", not a bug here
+#: (prefixes: huggingface_hub ships its own forks ``httpx2``/``httpcore2``).
+TRANSPORT_MODULES = ("httpx", "httpcore", "requests", "aiohttp", "botocore", "huggingface_hub", "urllib3")
+
+
+def is_transport_error(exc: BaseException) -> bool:
+    """Raised by a network library rather than by feedline or the caller's code."""
+    return type(exc).__module__.startswith(TRANSPORT_MODULES)

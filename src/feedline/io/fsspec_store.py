@@ -17,6 +17,7 @@ from feedline.io.errors import (
     RangeError,
     StoreError,
     TransientError,
+    is_transport_error,
 )
 from feedline.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
 from feedline.io.store import ObjectInfo, Store, _check_range
@@ -31,13 +32,6 @@ except ImportError:  # pragma: no cover
 
 OPEN_BLOCK_SIZE = 256 << 10
 
-#: Libraries whose exceptions mean "the network or the remote service failed", not a bug here.
-_TRANSPORT_MODULES = ("httpx", "httpcore", "requests", "aiohttp", "huggingface_hub", "urllib3")
-
-
-def _is_transport_error(exc: BaseException) -> bool:
-    """Raised by a network library (httpx2 is huggingface_hub's fork of httpx), not by a bug here."""
-    return type(exc).__module__.startswith(_TRANSPORT_MODULES)
 
 
 def _mtime(info: dict[str, Any]) -> float | None:
@@ -94,7 +88,7 @@ class FsspecStore(Store):
                 raise TransientError(f"{what}: {type(exc).__name__}") from None
             except OSError as exc:
                 text = str(exc)
-                if _is_transport_error(exc):
+                if is_transport_error(exc):
                     raise TransientError(f"{what}: {type(exc).__name__}") from None
                 if "InvalidRange" in text or "416" in text or "not satisfiable" in text:
                     raise RangeError(f"{what}: requested range not satisfiable") from None
@@ -103,7 +97,7 @@ class FsspecStore(Store):
                 raise StoreError(f"{what}: {text[:200]}") from None
             except Exception as exc:
                 # huggingface_hub (httpx) and aiohttp raise their own types for network failures.
-                if not _is_transport_error(exc):
+                if not is_transport_error(exc):
                     raise
                 name = type(exc).__name__
                 if any(word in name for word in ("Connect", "Timeout", "Network", "Protocol")):
