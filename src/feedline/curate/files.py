@@ -270,11 +270,10 @@ def write_small(path: str, data: bytes) -> None:
         store, name = open_object(path)
         store.write_bytes(name, data)
         return
-    # AtomicOutput rather than feedline.io.atomic_write: same temp+fsync+rename, without importing
-    # the remote-I/O stack (HTTP, fsspec) into a purely local run and every worker.
-    out = AtomicOutput(path, compression="")
-    out.write(data)
-    out.commit()
+    from feedline.io.locks import atomic_write  # loads filelock only, not HTTP or fsspec
+
+    with atomic_write(_local(path)) as handle:
+        handle.write(data)
 
 
 def read_small(path: str) -> bytes | None:
