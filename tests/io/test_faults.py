@@ -77,3 +77,13 @@ def test_subranges_and_connection_bound(nginx_server, served: str) -> None:
     assert client.get_ranges(url, ranges) == [PAYLOAD[s:e] for s, e in ranges]
     assert client._pool.connection_pool_kw["maxsize"] == 3
     client.close()
+
+
+@pytest.mark.timeout(60)
+def test_many_split_ranges_do_not_starve_a_small_pool(nginx_server, served: str) -> None:
+    """Every range split into sub-ranges, more ranges than connections: no task waits on its own pool."""
+    client = HttpRangeClient(max_connections=2, subranges=4, min_subrange_bytes=50_000)
+    url = f"{nginx_server.url}/{served}"
+    ranges = [(i * 200_000, (i + 1) * 200_000) for i in range(8)] + [(5, 5), (10, 20)]
+    assert client.get_ranges(url, ranges) == [PAYLOAD[s:e] for s, e in ranges]
+    client.close()

@@ -178,13 +178,13 @@ class HttpRangeClient:
     # -- ranged reads -------------------------------------------------------------------------
     def get_range(self, url: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)``, retried from where a broken transfer stopped."""
-        if end <= start:
-            return b""
-        span = end - start
-        if self.subranges > 1 and span >= 2 * self.min_subrange_bytes:
-            pieces = _split(start, end, self.subranges)
-            return b"".join(self.map(lambda p: self._get_range_retrying(url, *p), pieces))
-        return self._get_range_retrying(url, start, end)
+        return self.get_ranges(url, [(start, end)])[0]
+
+    def _pieces(self, start: int, end: int) -> list[tuple[int, int]]:
+        """``[start, end)`` as the sub-ranges fetched concurrently (one piece when small)."""
+        if self.subranges > 1 and end - start >= 2 * self.min_subrange_bytes:
+            return _split(start, end, self.subranges)
+        return [(start, end)] if end > start else []
 
     def _get_range_retrying(self, url: str, start: int, end: int) -> bytes:
         out = bytearray(end - start)
@@ -271,8 +271,15 @@ class HttpRangeClient:
             raise TransientError(f"{redact(url)}: {type(exc).__name__}: {_short(exc)}") from None
 
     def get_ranges(self, url: str, ranges: list[tuple[int, int]]) -> list[bytes]:
-        """Many ranges of one object, at most ``max_connections`` in flight."""
-        return self.map(lambda r: self.get_range(url, r[0], r[1]), ranges)
+        """Many ranges of one object, at most ``max_connections`` in flight.
+
+        Sub-ranges of all ranges go through the thread pool in one flat batch: a range task
+        waiting on its own sub-range tasks in the same bounded pool could deadlock it.
+        """
+        split = [self._pieces(start, end) for start, end in ranges]
+        flat = [piece for pieces in split for piece in pieces]
+        data = iter(self.map(lambda p: self._get_range_retrying(url, *p), flat))
+        return [b"".join(next(data) for _ in pieces) for pieces in split]
 
     def map(self, fn: Any, items: list[Any]) -> list[Any]:
         """Run ``fn`` over ``items`` on the client's bounded thread pool, keeping order."""
