@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.servers import run_nginx  # noqa: E402
 
 from feedline.acquire.download import download_shard  # noqa: E402
-from feedline.acquire.jsonl import stream_jsonl  # noqa: E402
+from feedline.io.jsonl import stream_jsonl  # noqa: E402
 
 
 def write_random(path: Path, size: int) -> str:

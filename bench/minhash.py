@@ -72,7 +72,7 @@ class Pipeline:
 class Feedline(Pipeline):
     def __init__(self, threshold: float, verify: str) -> None:
         super().__init__(threshold)
-        from feedline.acquire.dedup import DedupConfig, Deduplicator
+        from feedline.dedup.engine import DedupConfig, Deduplicator
 
         self.dedup = Deduplicator(DedupConfig(threshold=threshold, verify=verify))  # type: ignore[arg-type]
 
@@ -198,7 +198,7 @@ def main() -> None:
         worker(args.worker, args.corpus, args.threshold)
         return
 
-    from tests.acquire.planted_corpus import make_corpus, oracle_jaccard
+    from tests.dedup.planted_corpus import make_corpus, oracle_jaccard
 
     n_near, n_exact = int(args.docs * 0.08), int(args.docs * 0.04)
     t0 = time.perf_counter()

@@ -40,8 +40,8 @@ def _rss_mb() -> float:
 
 
 def _anchors(strategy: str, lengths: np.ndarray, limit: int | None):
-    from feedline.episodes.plan import plan_shards_arrays
-    from feedline.episodes.pool import EpisodePool
+    from feedline.episodes.schedule.plan import plan_shards_arrays
+    from feedline.episodes.schedule.pool import EpisodePool
 
     plan = plan_shards_arrays(lengths, world_size=1, num_workers=0, seed=1000, epoch=0)
     order = plan.parts[0][0]
@@ -72,7 +72,7 @@ def phase(name: str, episodes: int, mean: int, quality_anchors: int) -> dict[str
         perm = np.random.default_rng(1000).permutation(total)
         out["checksum"] = float(perm[:10].sum())
     elif name == "plan":
-        from feedline.episodes.plan import plan_shards_arrays
+        from feedline.episodes.schedule.plan import plan_shards_arrays
 
         t = time.perf_counter()
         plan_shards_arrays(lengths, world_size=1, num_workers=0, seed=1000, epoch=0)

@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python bench/sidecar.py [--episodes 12] [--frames 60] [--size 320x240] [--repeats 5]``
 
 Writes two synthetic LeRobot v3 datasets (AV1 GOP 2, LeRobot's default; H.264 GOP 30 with two
-B-frames) with :mod:`feedline.episodes.synth`, then per codec:
+B-frames) with :mod:`feedline.episodes.synth.writer`, then per codec:
 
 * bytes: per episode, the synthesized mini-MP4 size and the sample bytes fetched, against the
   bytes the episode's own frames occupy (the minimum any reader must fetch);
@@ -29,10 +29,10 @@ import av
 import numpy as np
 
 from feedline.episodes.format import load_meta
-from feedline.episodes.frames import VideoFrameReader
-from feedline.episodes.minimp4 import samples_between
-from feedline.episodes.sidecar import current_objects, write_sidecar
-from feedline.episodes.synth import write_synthetic_dataset
+from feedline.episodes.synth.writer import write_synthetic_dataset
+from feedline.episodes.video.frames import VideoFrameReader
+from feedline.episodes.video.minimp4 import samples_between
+from feedline.episodes.video.sidecar import current_objects, write_sidecar
 from feedline.io import open_store
 
 os.environ.setdefault("SVT_LOG", "1")

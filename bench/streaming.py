@@ -51,7 +51,7 @@ def run_epoch(kind: str, root: str, args: argparse.Namespace, epoch: int) -> int
     from torch.utils.data import DataLoader
 
     from feedline.episodes import EpisodeDataset
-    from feedline.episodes.streaming import StreamingEpisodeDataset
+    from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 
     deltas = {CAMERA: [-0.1, 0.0], "action": [0.0, 0.1, 0.2]}
     samples = 0
@@ -88,7 +88,7 @@ def main() -> int:
 
     from tests.servers import run_nginx
 
-    from feedline.episodes.synth import write_synthetic_dataset
+    from feedline.episodes.synth.writer import write_synthetic_dataset
 
     width, height = (int(v) for v in args.size.split("x"))
     with tempfile.TemporaryDirectory(prefix="feedline-bench-streaming-") as tmp:

@@ -20,6 +20,7 @@ from feedline.errors import FeedlineError
 COMMAND_MODULES = (
     "feedline.io.cli",
     "feedline.acquire.cli",
+    "feedline.dedup.cli",
     "feedline.curate.cli",
     "feedline.episodes.cli",
     "feedline.demo",
@@ -33,7 +34,7 @@ COMMANDS = {
     "stat": "feedline.io.cli",
     "cat": "feedline.io.cli",
     "download": "feedline.acquire.cli",
-    "dedup": "feedline.acquire.cli",
+    "dedup": "feedline.dedup.cli",
     "tag": "feedline.curate.cli",
     "mix": "feedline.curate.cli",
     "list-taggers": "feedline.curate.cli",

@@ -4,7 +4,7 @@ It writes a small synthetic LeRobot v3 dataset (real AV1 MP4s, real Parquet) und
 ``$FEEDLINE_HOME/demo``, serves it over HTTP from 127.0.0.1 (Range + ETag), opens it *remotely*
 with :class:`~feedline.episodes.EpisodeDataset` — so every frame is read by byte ranges through
 the MP4 sidecar, never by downloading a video — with the episode-aware streaming reader
-:class:`~feedline.episodes.streaming.StreamingEpisodeDataset` (whole episodes fetched under a byte
+:class:`~feedline.episodes.stream.dataset.StreamingEpisodeDataset` (whole episodes fetched under a byte
 budget into exact-coverage pools, decoded on threads), and trains a tiny policy for a few steps
 through a real multi-worker ``DataLoader``. Because the synthetic pixels encode (camera, episode,
 frame), the demo also checks that every decoded frame is the one the sample claims, and says so;
@@ -29,7 +29,7 @@ DEMO_SHAPE = {"episodes": 8, "frames_per_episode": 40, "cameras": 2, "fps": 10, 
 
 def ensure_demo_dataset(base: Path) -> Path:
     """Write the demo dataset once; later runs reuse it (the writer installs it atomically)."""
-    from feedline.episodes.synth import write_synthetic_dataset
+    from feedline.episodes.synth.writer import write_synthetic_dataset
 
     root = base / DEMO_DATASET
     if not (root / "meta" / "info.json").exists():
@@ -43,8 +43,8 @@ def run_demo(args: argparse.Namespace) -> int:
     from torch import nn
     from torch.utils.data import DataLoader
 
-    from feedline.episodes.streaming import StreamingEpisodeDataset
-    from feedline.episodes.synth import decode_identity
+    from feedline.episodes.stream.dataset import StreamingEpisodeDataset
+    from feedline.episodes.synth.writer import decode_identity
 
     torch.manual_seed(args.seed)
     base = Path(args.home) if args.home else feedline_home() / "demo"

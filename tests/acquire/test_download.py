@@ -19,7 +19,7 @@ from feedline.acquire.download import (
 )
 from feedline.acquire.errors import DownloadError
 from feedline.io import HttpRangeClient
-from feedline.io.http import redact
+from feedline.io.http.client import redact
 from feedline.io.retry import RetryPolicy
 
 SIZE = 6 << 20

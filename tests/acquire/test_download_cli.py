@@ -179,14 +179,14 @@ def shard_bytes(docs: list[dict], fmt: str) -> bytes:
 
 
 def read_zst_jsonl(path: Path) -> list[dict]:
-    from feedline.acquire.jsonl import stream_jsonl
+    from feedline.io.jsonl import stream_jsonl
 
     return list(stream_jsonl(path))
 
 
 def test_download_with_dedup_end_to_end(nginx_server, tmp_path):
-    from feedline.acquire.dedup import DedupConfig, dedup_texts
-    from tests.acquire.planted_corpus import make_corpus
+    from feedline.dedup.engine import DedupConfig, dedup_texts
+    from tests.dedup.planted_corpus import make_corpus
 
     corpus = make_corpus(240, 40, 20, seed=7, j_range=(0.9, 1.0))
     docs = [

@@ -3,9 +3,9 @@ from __future__ import annotations
 import random
 import shutil
 
-from feedline.acquire.dedup import Deduplicator
 from feedline.curate.processor import run_tag
 from feedline.curate.runtime import TagJob
+from feedline.dedup.engine import Deduplicator
 
 from .helpers import WORDS, read_jsonl, run_feedline, tree_bytes, write_jsonl
 

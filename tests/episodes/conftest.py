@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from feedline.episodes.synth import SyntheticDataset, write_synthetic_dataset
+from feedline.episodes.synth.writer import SyntheticDataset, write_synthetic_dataset
 
 # AV1 (LeRobot's default encoding), two cameras. Sizes are chosen so LeRobot's size rollover gives
 # a concatenated (faststart) file holding episodes 0-1 and single-episode files (moov at the end)

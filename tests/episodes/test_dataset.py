@@ -14,10 +14,13 @@ import torch
 from torch.utils.data import DataLoader
 
 from feedline.episodes import EpisodeDataset
-from feedline.episodes.errors import FrameTimestampError
-from feedline.episodes.format import EpisodeDatasetError, EpisodeFormatError
-from feedline.episodes.synth import SyntheticDataset, decode_identity, row_identity
-from feedline.episodes.windows import DeltaTimestampsError
+from feedline.episodes.errors import (
+    DeltaTimestampsError,
+    EpisodeDatasetError,
+    EpisodeFormatError,
+    FrameTimestampError,
+)
+from feedline.episodes.synth.writer import SyntheticDataset, decode_identity, row_identity
 from feedline.errors import FeedlineError
 
 CAM0, CAM1 = "observation.images.cam_0", "observation.images.cam_1"
@@ -363,7 +366,7 @@ def test_remote_videos_are_read_by_ranges_not_downloaded(nginx_server):
     """Over HTTP a sample fetches the moov and the GOP it needs, never the whole MP4."""
     import re
 
-    from feedline.episodes.synth import write_synthetic_dataset
+    from feedline.episodes.synth.writer import write_synthetic_dataset
 
     name = "episodes-ranges-only"
     synth = write_synthetic_dataset(

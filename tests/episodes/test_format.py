@@ -10,12 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from feedline.episodes.format import (
-    EpisodeFormatError,
-    load_meta,
-    resolve_template,
-)
-from feedline.episodes.synth import DEFAULT_TASKS, SyntheticDataset
+from feedline.episodes.errors import EpisodeFormatError
+from feedline.episodes.format import load_meta, resolve_template
+from feedline.episodes.synth.writer import DEFAULT_TASKS, SyntheticDataset
 from feedline.io import open_store
 
 

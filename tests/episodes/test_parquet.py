@@ -9,14 +9,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from feedline.episodes.format import EpisodeFormatError
+from feedline.episodes.errors import EpisodeFormatError
 from feedline.episodes.parquet import (
     EpisodeRows,
     candidate_row_groups,
     read_episode_rows,
     read_episodes_rows,
 )
-from feedline.episodes.synth import row_identity
+from feedline.episodes.synth.writer import row_identity
 from feedline.io import open_store
 
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from feedline.episodes.errors import DeltaTimestampsError
 from feedline.episodes.windows import (
-    DeltaTimestampsError,
     check_delta_timestamps,
     delta_indices,
     query_window,

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from feedline.io import AccessDeniedError, NotFoundError, open_store
-from feedline.io.http import HttpRangeClient, status_error
+from feedline.io.http.client import HttpRangeClient, status_error
 
 PAYLOAD = os.urandom(2_000_000)
 

@@ -1,9 +1,8 @@
-"""``feedline download`` (and ``feedline dedup``, registered from the dedup module when present)."""
+"""``feedline download``: verified resumable shard downloads, optionally deduplicated."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import re
 import sys
 from pathlib import Path
@@ -63,7 +62,7 @@ def cmd_download(args: argparse.Namespace) -> int:
 
     dedup = None
     if args.dedup:
-        from feedline.acquire.dedup import DedupConfig
+        from feedline.dedup.engine import DedupConfig
 
         dedup = DedupConfig(
             threshold=args.threshold,
@@ -150,10 +149,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--bands", type=int, help="LSH bands (default: chosen from --threshold)")
     group.add_argument("--rows", type=int, help="LSH rows per band (with --bands)")
     parser.set_defaults(func=cmd_download)
-    try:
-        dedup_cli = importlib.import_module("feedline.acquire.dedup_cli")
-    except ModuleNotFoundError as exc:
-        if exc.name != "feedline.acquire.dedup_cli":
-            raise
-        return
-    dedup_cli.register_dedup(subparsers)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from feedline.errors import FeedlineError
 
-
-class DownloadError(FeedlineError):
-    """A shard could not be downloaded and verified (bad status, hash mismatch, changing source)."""
+__all__ = ["AcquireError", "DownloadError"]
 
 
-class CorpusFormatError(FeedlineError):
-    """A corpus file is malformed: a bad JSON line (with its number) or a truncated gzip/zstd stream."""
+class AcquireError(FeedlineError):
+    """Root of the downloader's errors: catch it to handle any acquire failure."""
+
+
+class DownloadError(AcquireError):
+    """A shard could not be downloaded and verified (bad status, hash mismatch, changing object)."""

@@ -25,11 +25,12 @@ from urllib.parse import unquote, urlsplit
 import zstandard
 
 from feedline.acquire.download import DEFAULT_CHECKPOINT_BYTES, ShardResult, download_shard
-from feedline.acquire.errors import CorpusFormatError, DownloadError
-from feedline.acquire.jsonl import stream_jsonl
+from feedline.acquire.errors import DownloadError
 from feedline.acquire.manifest import ShardEntry, VerdictWriter, emit_manifest, verdict_writer
 from feedline.errors import FeedlineError
 from feedline.io import atomic_write
+from feedline.io.errors import CorpusFormatError
+from feedline.io.jsonl import stream_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class RunConfig:
     urls: list[str]
     out_dir: Path
     manifest_path: Path | None = None
-    dedup: Any = None  # a feedline.acquire.dedup.DedupConfig, or None for no dedup
+    dedup: Any = None  # a feedline.dedup.engine.DedupConfig, or None for no dedup
     workers: int = 4
     expected_sha256: dict[str, str] = field(default_factory=dict)  # url or file name -> hex
     skip_bad_lines: bool = False
@@ -311,7 +312,7 @@ def run(config: RunConfig) -> Path:
     }
     verdicts: VerdictWriter | None = None
     if config.dedup is not None and corpus:
-        from feedline.acquire.dedup import Deduplicator
+        from feedline.dedup.engine import Deduplicator
 
         parameters["dedup"] = config.dedup.to_dict()
         kept_dir = config.manifest.absolute().parent

@@ -20,7 +20,7 @@ from feedline.acquire.checkpoint import Checkpoint
 from feedline.acquire.errors import DownloadError
 from feedline.io import FsspecStore, HttpStore, Store, TransientError, open_object
 from feedline.io.errors import AccessDeniedError, NotFoundError, StoreError
-from feedline.io.http import redact, status_error
+from feedline.io.http.client import redact, status_error
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 _UNSATISFIED_RANGE = re.compile(r"bytes \*/(\d+)")

@@ -6,8 +6,7 @@ stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from feedline.lazy import lazy_exports
 
 _EXPORTS = {
     "Document": "feedline.curate.model",
@@ -33,11 +32,29 @@ _EXPORTS = {
     "AlignmentError": "feedline.curate.errors",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AlignmentError",
+    "BaseTagger",
+    "BaseTaggerWithMetadata",
+    "CurateError",
+    "DocResult",
+    "Document",
+    "DocumentWithMetadata",
+    "FileTagger",
+    "JsonPath",
+    "RetryableFailure",
+    "RunReport",
+    "Span",
+    "TagJob",
+    "add_tagger",
+    "get_tagger",
+    "import_tagger_modules",
+    "list_taggers",
+    "load_config",
+    "parse_config",
+    "run_mix",
+    "run_tag",
+]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'feedline.curate' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

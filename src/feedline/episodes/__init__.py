@@ -1,27 +1,30 @@
 """feedline.episodes: LeRobot v3 datasets read from any store, map-style or streamed.
 
-``EpisodeDataset`` is imported lazily so that the planning and format modules stay usable
-(and fast to import) without loading torch.
+Names load on first use so the planning and format modules stay usable (and fast to import)
+without torch. ``except EpisodesError`` catches every error of this part.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from feedline.lazy import lazy_exports
+
+_EXPORTS = {
+    "EpisodeDataset": "feedline.episodes.dataset",
+    "StreamingEpisodeDataset": "feedline.episodes.stream.dataset",
+    "EpisodesError": "feedline.episodes.errors",
+}
+
+__all__ = [
+    "EpisodeDataset",
+    "EpisodesError",
+    "StreamingEpisodeDataset",
+]
 
 if TYPE_CHECKING:
     from feedline.episodes.dataset import EpisodeDataset
-    from feedline.episodes.streaming import StreamingEpisodeDataset
+    from feedline.episodes.errors import EpisodesError
+    from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 
-__all__ = ["EpisodeDataset", "StreamingEpisodeDataset"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "EpisodeDataset":
-        from feedline.episodes.dataset import EpisodeDataset
-
-        return EpisodeDataset
-    if name == "StreamingEpisodeDataset":
-        from feedline.episodes.streaming import StreamingEpisodeDataset
-
-        return StreamingEpisodeDataset
-    raise AttributeError(f"module 'feedline.episodes' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -1,11 +1,213 @@
-"""Commands of the episodes part (``feedline build-sidecar``)."""
+"""Commands of the episodes part. ``feedline build-sidecar``: index every MP4 of a dataset revision ahead of training.
+
+Training builds the sidecar it needs on first open (and never writes to the dataset); this
+command builds the full-dataset archive explicitly, optionally publishing it where every reader
+of that revision finds it: ``meta/mp4-sidecars/`` of an object-store / bucket root, or for a
+Hub dataset repo the dedicated branch ``lerobot-sidecars`` (the source branch or tag stays
+untouched; the file is keyed by the source commit, so a tag and its commit share one index).
+Publishing a subset is refused: readers trust a published sidecar for every video.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
 
-from feedline.episodes.sidecar_cli import register_sidecar
+from feedline.episodes.errors import SidecarError
+from feedline.episodes.video.sidecar import (
+    DEFAULT_WORKERS,
+    HUB_SIDECAR_BRANCH,
+    PUBLISHED_PATH,
+    Sidecar,
+    current_objects,
+    hub_sidecar_path,
+    write_sidecar,
+)
+from feedline.errors import FeedlineError
+from feedline.io import Store, StoreError, open_store
+
+log = logging.getLogger(__name__)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    register_sidecar(subparsers)
+def register(subparsers: Any) -> None:
+    """Add the episodes commands (``build-sidecar``) to the ``feedline`` command."""
+    parser = subparsers.add_parser(
+        "build-sidecar",
+        help="index every MP4 of a LeRobot v3 dataset (optionally publish the index)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--repo-id", help="Hub dataset repo OWNER/NAME")
+    source.add_argument("--data-root", help="dataset root: folder, s3://, http(s)://, hf://...")
+    parser.add_argument("--revision", help="revision (Hub branch/tag/commit); keys the index")
+    parser.add_argument("--output", required=True, help="local path of the .npz archive to write")
+    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="parallel MP4 parses")
+    parser.add_argument("--push", action="store_true", help="publish the archive (full dataset only)")
+    parser.add_argument(
+        "--video",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="index only this video (repeatable; a subset, never publishable)",
+    )
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option for the store (e.g. endpoint_url=..., anon=true)",
+    )
+    parser.set_defaults(func=cmd_build_sidecar)
+
+
+def _storage_options(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SidecarError(f"--storage-option {item!r}: expected KEY=VALUE")
+        lowered = value.lower()
+        out[key] = True if lowered == "true" else False if lowered == "false" else value
+    return out
+
+
+def _root_url(args: argparse.Namespace) -> str:
+    if args.repo_id:
+        if args.repo_id.count("/") != 1:
+            raise SidecarError(f"--repo-id {args.repo_id!r}: expected OWNER/NAME")
+        return f"hf://datasets/{args.repo_id}" + (f"@{args.revision}" if args.revision else "")
+    return str(args.data_root)
+
+
+def _hub_repo(root_url: str) -> tuple[str, str | None] | None:
+    """``(OWNER/NAME, revision)`` of an ``hf://datasets/...`` root, else None."""
+    if not root_url.startswith("hf://datasets/"):
+        return None
+    repo, _, rev = root_url[len("hf://datasets/") :].rstrip("/").partition("@")
+    return repo, (rev or None)
+
+
+def dataset_videos(store: Store) -> list[str]:
+    """Every video the dataset's metadata references (all episodes, all cameras)."""
+    from feedline.episodes.format import load_meta
+
+    return sorted(load_meta(store).episodes.video_files())
+
+
+class _Progress:
+    """A tqdm bar on a terminal, a log line every ~10 % otherwise."""
+
+    def __init__(self, total: int) -> None:
+        from tqdm import tqdm
+
+        self.total = max(1, total)
+        self.done = 0
+        self.tty = sys.stderr.isatty()
+        self.bar = tqdm(total=total, desc="indexing videos", unit="video", disable=not self.tty)
+
+    def __call__(self, path: str) -> None:
+        self.done += 1
+        self.bar.update(1)
+        if not self.tty and (self.done * 10 // self.total) != ((self.done - 1) * 10 // self.total):
+            log.warning("sidecar: %d/%d videos indexed (%s)", self.done, self.total, path)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def cmd_build_sidecar(args: argparse.Namespace) -> int:
+    root_url = _root_url(args)
+    store = open_store(root_url, **_storage_options(args.storage_option))
+    subset = bool(args.video)
+    if args.push and subset:
+        raise SidecarError(
+            "--push refuses a sidecar built for a subset (--video): readers trust a published "
+            "sidecar for every video; rebuild without --video to publish"
+        )
+    try:
+        videos = sorted(set(args.video)) if subset else dataset_videos(store)
+    except Exception as exc:  # the Hub client raises its own types (offline, DNS, HTTP)
+        if not args.repo_id or (isinstance(exc, FeedlineError) and not isinstance(exc, StoreError)):
+            raise
+        detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise SidecarError(
+            f"cannot read the Hub dataset {args.repo_id}: {detail} (is the Hub reachable and "
+            "HF_HUB_OFFLINE unset? private repos need HF_TOKEN)"
+        ) from exc
+    if not videos:
+        raise SidecarError(f"{store.url()}: the dataset references no video")
+    started = time.monotonic()
+    current = current_objects(store, videos)
+    progress = _Progress(len(videos))
+    try:
+        sidecar = write_sidecar(
+            Path(args.output),
+            store,
+            current,
+            revision=args.revision,
+            complete=not subset,
+            workers=args.workers,
+            progress=progress,
+        )
+    finally:
+        progress.close()
+    elapsed = time.monotonic() - started
+    video_bytes = sum(info.size for info in current.values())
+    samples = sum(e.samples for e in sidecar.entries.values())
+    print(
+        f"wrote {args.output}: {len(videos)} videos, {samples} samples, "
+        f"{Path(args.output).stat().st_size} bytes, indexed {video_bytes / 2**20:.1f} MiB of video "
+        f"in {elapsed:.2f} s; content id {sidecar.content_id[:16]}"
+    )
+    if args.push:
+        where = publish(store, root_url, sidecar, args.revision)
+        print(f"published to {where}")
+    sidecar.close()
+    return 0
+
+
+def publish(store: Store, root_url: str, sidecar: Sidecar, revision: str | None) -> str:
+    """Upload a complete sidecar: Hub branch for dataset repos, ``meta/mp4-sidecars/`` otherwise."""
+    if not sidecar.complete:
+        raise SidecarError(f"{sidecar.path}: not a full-dataset sidecar; refusing to publish it")
+    hub = _hub_repo(root_url)
+    if hub is not None:
+        return _publish_hub(hub[0], hub[1] or revision, sidecar)
+    data = sidecar.path.read_bytes()
+    try:
+        store.write_bytes(PUBLISHED_PATH, data)
+    except StoreError as exc:
+        raise SidecarError(f"cannot publish the sidecar to {store.url(PUBLISHED_PATH)}: {exc}") from exc
+    return store.url(PUBLISHED_PATH)
+
+
+def _publish_hub(repo_id: str, revision: str | None, sidecar: Sidecar) -> str:
+    try:
+        from huggingface_hub import HfApi
+
+        api = HfApi()
+        commit = api.dataset_info(repo_id, revision=revision).sha
+        if not commit:
+            raise SidecarError(f"hf://datasets/{repo_id}: the Hub did not report a commit for {revision!r}")
+        api.create_branch(repo_id, repo_type="dataset", branch=HUB_SIDECAR_BRANCH, exist_ok=True)
+        api.upload_file(
+            path_or_fileobj=str(sidecar.path),
+            path_in_repo=hub_sidecar_path(commit),
+            repo_id=repo_id,
+            repo_type="dataset",
+            revision=HUB_SIDECAR_BRANCH,
+            commit_message=f"MP4 sidecar (schema 3) for {commit}",
+        )
+    except SidecarError:
+        raise
+    except Exception as exc:  # huggingface_hub raises many types (offline, auth, HTTP)
+        raise SidecarError(
+            f"cannot publish the sidecar to hf://datasets/{repo_id}@{HUB_SIDECAR_BRANCH}: "
+            f"{type(exc).__name__}: {exc}".splitlines()[0]
+        ) from exc
+    return f"hf://datasets/{repo_id}@{HUB_SIDECAR_BRANCH}/{hub_sidecar_path(commit)}"

@@ -7,7 +7,7 @@ frames decoded at ``from_timestamp`` + the clamped rows' ``timestamp`` within ``
 float32 CHW images in [0, 1] (uint8 with ``return_uint8``), a time dimension only where a window
 has more than one slot, and the ``task`` string. Non-video columns of the selected episodes are
 read once at construction (row-group pruned); video frames always go through
-:class:`feedline.episodes.frames.VideoFrameReader`, so a remote MP4 is read by byte ranges from its
+:class:`feedline.episodes.video.frames.VideoFrameReader`, so a remote MP4 is read by byte ranges from its
 sidecar index and never downloaded whole.
 """
 
@@ -20,20 +20,20 @@ import pyarrow as pa
 from torch.utils.data import Dataset
 
 from feedline.episodes.assemble import EpisodeData, assemble_sample
-from feedline.episodes.format import EpisodeDatasetError
-from feedline.episodes.parquet import EpisodeRows, read_episodes_rows
-from feedline.episodes.source import (
+from feedline.episodes.base import (
     DEFAULT_DECODER_CACHE_SIZE,
     DEFAULT_SIDECAR_LOCK_TIMEOUT_S,
     DEFAULT_TOLERANCE_S,
-    EpisodeSource,
+    EpisodeDatasetBase,
     column_to_numpy,
     resolve_root,
 )
+from feedline.episodes.errors import EpisodeDatasetError
+from feedline.episodes.parquet import EpisodeRows, read_episodes_rows
 from feedline.episodes.windows import PAD_SUFFIX
 
 
-class EpisodeDataset(EpisodeSource, Dataset):
+class EpisodeDataset(EpisodeDatasetBase, Dataset):
     """Map-style LeRobot v3 dataset over a local folder, HTTP(S), S3 or the Hugging Face Hub.
 
     ``repo_id`` reads ``hf://datasets/<repo_id>`` (``@revision`` when given) or, with

@@ -1,9 +1,10 @@
-"""Errors of the episode reader.
+"""Errors of the episode reader, all under :class:`EpisodesError`.
 
-One root per concern, all deriving from :class:`feedline.errors.FeedlineError` so the CLI prints
-them as one line. MP4 index problems (an unreadable or unsupported video, a sidecar that cannot be
-built or found, a frame missing at a wanted time) are ``SidecarError``s. Scheduling problems (plan, pool, byte budget, resume) are ``StreamingError``s;
-each message names what is wrong and what to change.
+``except EpisodesError`` catches any of them; the CLI prints each as one line. Three families:
+dataset problems (``EpisodeDatasetError``: metadata, arguments, windows), MP4 index problems
+(``SidecarError``: an unreadable or unsupported video, a sidecar that cannot be built, a frame
+missing at a wanted time) and scheduling problems (``StreamingError``: plan, pool, byte budget,
+resume). Each message names what is wrong and what to change.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ from __future__ import annotations
 from feedline.errors import FeedlineError
 
 __all__ = [
+    "DeltaTimestampsError",
+    "EpisodeDatasetError",
+    "EpisodeFormatError",
+    "EpisodesError",
     "EpisodeTooLargeError",
     "FrameTimestampError",
     "Mp4Error",
@@ -18,10 +23,31 @@ __all__ = [
     "ResumeMismatchError",
     "SidecarError",
     "StreamingError",
+    "SynthError",
 ]
 
 
-class StreamingError(FeedlineError):
+class EpisodesError(FeedlineError):
+    """Root of the episode reader's errors: catch it to handle any ``feedline.episodes`` failure."""
+
+
+class EpisodeDatasetError(EpisodesError):
+    """A dataset cannot be opened or read as asked (bad arguments, unreachable root)."""
+
+
+class EpisodeFormatError(EpisodeDatasetError):
+    """A dataset's metadata is missing, of another version, or inconsistent; names the file."""
+
+
+class DeltaTimestampsError(EpisodeDatasetError):
+    """``delta_timestamps`` that cannot be resolved to whole frames, or name unknown features."""
+
+
+class SynthError(EpisodeDatasetError):
+    """Bad arguments to the synthetic writer, or a frame whose identity cannot be read."""
+
+
+class StreamingError(EpisodesError):
     """A streaming-reader problem the user can fix by changing settings or data."""
 
 
@@ -72,7 +98,7 @@ def _gib(nbytes: int, *, unit: bool = True) -> str:
     return f"{value} GiB" if unit else value
 
 
-class SidecarError(FeedlineError):
+class SidecarError(EpisodesError):
     """The MP4 sidecar index of a video cannot be built, loaded or used."""
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from feedline.errors import FeedlineError
+from feedline.episodes.errors import EpisodeFormatError
 from feedline.io import NotFoundError, Store, StoreError
 
 CODEBASE_VERSION = "v3.0"  # what the synthetic writer records; readers accept any v3.x
@@ -33,14 +33,6 @@ TASKS_PATH = "meta/tasks.parquet"
 STATS_PATH = "meta/stats.json"
 EPISODES_DIR = "meta/episodes"
 STATS_PREFIX = "stats/"
-
-
-class EpisodeDatasetError(FeedlineError):
-    """Base of the episode reader's user-facing errors."""
-
-
-class EpisodeFormatError(EpisodeDatasetError):
-    """A dataset's metadata is missing, of another version, or inconsistent; names the file."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from feedline.episodes.format import EpisodeFormatError
+from feedline.episodes.errors import EpisodeFormatError
 from feedline.io import NotFoundError, Store
 
 

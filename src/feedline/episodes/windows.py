@@ -17,13 +17,9 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from feedline.episodes.format import EpisodeDatasetError
+from feedline.episodes.errors import DeltaTimestampsError
 
 PAD_SUFFIX = "_is_pad"
-
-
-class DeltaTimestampsError(EpisodeDatasetError):
-    """``delta_timestamps`` that cannot be resolved to whole frames, or name unknown features."""
 
 
 def check_delta_timestamps(

@@ -6,8 +6,9 @@ HTTP client and fsspec/s3fs at import time.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from feedline.lazy import lazy_exports
 
 _EXPORTS = {
     "AccessDeniedError": "feedline.io.errors",
@@ -15,11 +16,14 @@ _EXPORTS = {
     "NotFoundError": "feedline.io.errors",
     "RangeError": "feedline.io.errors",
     "StoreError": "feedline.io.errors",
+    "IoError": "feedline.io.errors",
+    "CorpusFormatError": "feedline.io.errors",
+    "stream_jsonl": "feedline.io.jsonl",
     "TransientError": "feedline.io.errors",
     "FsspecStore": "feedline.io.fsspec_store",
     "feedline_home": "feedline.io.home",
-    "HttpRangeClient": "feedline.io.http",
-    "HttpStore": "feedline.io.http_store",
+    "HttpRangeClient": "feedline.io.http.client",
+    "HttpStore": "feedline.io.http.store",
     "atomic_write": "feedline.io.locks",
     "process_lock": "feedline.io.locks",
     "open_object": "feedline.io.open",
@@ -32,6 +36,9 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "CorpusFormatError",
+    "IoError",
+    "stream_jsonl",
     "AccessDeniedError",
     "FsspecStore",
     "HttpRangeClient",
@@ -56,6 +63,8 @@ __all__ = [
 if TYPE_CHECKING:
     from feedline.io.errors import (
         AccessDeniedError,
+        CorpusFormatError,
+        IoError,
         LockTimeout,
         NotFoundError,
         RangeError,
@@ -64,18 +73,13 @@ if TYPE_CHECKING:
     )
     from feedline.io.fsspec_store import FsspecStore
     from feedline.io.home import feedline_home
-    from feedline.io.http import HttpRangeClient
-    from feedline.io.http_store import HttpStore
+    from feedline.io.http.client import HttpRangeClient
+    from feedline.io.http.store import HttpStore
+    from feedline.io.jsonl import stream_jsonl
     from feedline.io.locks import atomic_write, process_lock
     from feedline.io.open import open_object, open_store
     from feedline.io.retry import RetryPolicy, call_with_retries
     from feedline.io.store import LocalStore, ObjectInfo, Store
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'feedline.io' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -9,7 +9,11 @@ from __future__ import annotations
 from feedline.errors import FeedlineError
 
 
-class StoreError(FeedlineError):
+class IoError(FeedlineError):
+    """Root of the I/O layer's errors: catch it to handle any store, lock or file-format failure."""
+
+
+class StoreError(IoError):
     """A store could not serve a request; the message names the URL and, if any, the status."""
 
 
@@ -29,8 +33,12 @@ class TransientError(StoreError):
     """A failure that a retry may fix: connection reset, timeout, 429 or 5xx."""
 
 
-class LockTimeout(FeedlineError):
+class LockTimeout(IoError):
     """Another process held a lock for longer than the caller would wait."""
+
+
+class CorpusFormatError(IoError):
+    """A corpus file is malformed: a bad JSON line (with its number) or a truncated gzip/zstd stream."""
 
 
 #: Libraries whose exceptions mean "the network or the remote service failed", not a bug here

@@ -7,8 +7,8 @@ from urllib.parse import urlsplit
 
 from feedline.io.errors import StoreError
 from feedline.io.fsspec_store import FsspecStore
-from feedline.io.http import DEFAULT_MAX_CONNECTIONS, HttpRangeClient
-from feedline.io.http_store import HttpStore
+from feedline.io.http.client import DEFAULT_MAX_CONNECTIONS, HttpRangeClient
+from feedline.io.http.store import HttpStore
 from feedline.io.store import LocalStore, Store
 
 #: Storage options feedline itself understands; everything else goes to the filesystem.

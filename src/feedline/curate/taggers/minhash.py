@@ -1,6 +1,6 @@
 """``minhash_near_dup_v1``: exact and near-duplicate scores against the rest of the run's corpus.
 
-Uses feedline's MinHash/LSH engine (:class:`feedline.acquire.dedup.Deduplicator`: word 5-gram
+Uses feedline's MinHash/LSH engine (:class:`feedline.dedup.engine.Deduplicator`: word 5-gram
 shingles, 128 permutations, banding chosen for Jaccard 0.8, candidates confirmed by exact
 Jaccard). Duplicates are relative to the whole run, so this tagger has a corpus pass: before
 files are tagged, the processor streams every document of the run, in sorted file order and
@@ -95,8 +95,8 @@ class MinHashNearDup(BaseTagger):
     @classmethod
     def prepare_corpus(cls, sources: list[str], workdir: str) -> None:
         """Run the corpus pass unless saved verdicts for the same files and settings exist."""
-        from feedline.acquire.dedup import DedupConfig, Deduplicator
         from feedline.curate.model import DOCUMENT_DECODER
+        from feedline.dedup.engine import DedupConfig, Deduplicator
 
         ordered = sorted(sources)
         meta = {"sources": ordered, "sizes": [files.size_of(s) for s in ordered], **cls._config()}

@@ -1,0 +1,274 @@
+"""The admission frontier: which episode payloads a worker may hold, by count and by exact bytes.
+
+Every episode's payload size (synthesized mini-MP4s of all cameras, from the sidecar, plus its
+Parquet rows) is known before anything is fetched, so the frontier reserves exact bytes up front.
+An episode moves through::
+
+    reserve() -> FETCHING -> mark_resident() -> RESIDENT -> begin_decode() -> DECODING
+              -> end_decode() ... -> release()  (bytes return once the last decode has ended)
+
+``reserved_bytes`` counts every reservation (pending fetches, completed prefetches, episodes
+still decoding); ``resident_bytes`` counts completed payloads, even before their first sample is
+requested. The budget bounds compressed payload, not RSS (decoders and decoded tensors are
+bounded elsewhere).
+
+How the pipeline drives it (one cache per worker, shared by its fetch and decode threads)::
+
+    cache = EpisodeByteCache.for_worker(byte_budget_gb=8, pool_size=32, prefetch_episodes=8,
+                                        num_workers=N)
+    cache.check_sizes(sizes_of_my_episodes)        # too-large episodes fail before any fetch
+    # fetch thread, in admission order (plan[rank][worker]):
+    cache.reserve(ep, nbytes)        # blocks while full: speculative prefetch pauses here
+    ... fetch ...; cache.mark_resident(ep)         # or cache.abandon(ep) if the fetch failed
+    # decode threads, per anchor:  cache.begin_decode(ep) ... cache.end_decode(ep)
+    # when the pool has yielded the episode's last anchor:  cache.release(ep)
+
+Reservations are first come, first served: a waiting ``reserve`` is never overtaken by a
+``try_reserve``, so the next episode the pool needs cannot starve behind speculative ones.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from feedline.episodes.errors import EpisodeTooLargeError, StreamingError
+from feedline.episodes.schedule.pool import DEFAULT_POOL_SIZE, worker_share
+
+__all__ = [
+    "DEFAULT_BYTE_BUDGET_GB",
+    "DEFAULT_PREFETCH_EPISODES",
+    "EpisodeByteCache",
+    "EpisodePhase",
+]
+
+DEFAULT_BYTE_BUDGET_GB = 8.0  # per rank; enough for 32 episodes of ~250 MB of compressed video
+DEFAULT_PREFETCH_EPISODES = 8  # per worker pool: covers fetch latency of the next admissions
+
+
+class EpisodePhase(enum.Enum):
+    FETCHING = "fetching"
+    RESIDENT = "resident"
+    DECODING = "decoding"
+
+
+@dataclass
+class _Entry:
+    nbytes: int
+    phase: EpisodePhase
+    decodes: int = 0
+    released: bool = False
+
+
+class EpisodeByteCache:
+    """Byte- and count-bounded admission frontier of one worker (thread-safe)."""
+
+    def __init__(
+        self,
+        budget_bytes: int,
+        *,
+        max_episodes: int,
+        rank_budget_bytes: int | None = None,
+        num_workers: int = 1,
+    ) -> None:
+        if budget_bytes < 1 or max_episodes < 1:
+            raise StreamingError(
+                f"byte budget ({budget_bytes}) and episode count ({max_episodes}) must be >= 1"
+            )
+        self.budget_bytes = int(budget_bytes)
+        self.max_episodes = int(max_episodes)
+        self.rank_budget_bytes = self.budget_bytes if rank_budget_bytes is None else rank_budget_bytes
+        self.num_workers = max(1, num_workers)
+        self._cond = threading.Condition()
+        self._entries: dict[int, _Entry] = {}
+        self._reserved = 0
+        self._resident = 0
+        self._waiting = 0
+        self._closed = False
+        self.peak_reserved_bytes = 0
+        self.reserve_waits = 0
+        self.reserve_wait_seconds = 0.0
+
+    @classmethod
+    def for_worker(
+        cls,
+        *,
+        byte_budget_gb: float = DEFAULT_BYTE_BUDGET_GB,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        prefetch_episodes: int = DEFAULT_PREFETCH_EPISODES,
+        num_workers: int = 0,
+    ) -> EpisodeByteCache:
+        """A worker's frontier: 1/N of the rank's bytes; its pool share plus the prefetch count."""
+        workers = max(1, num_workers)
+        rank_budget = int(byte_budget_gb * 2**30)
+        return cls(
+            worker_share(rank_budget, workers),
+            max_episodes=worker_share(pool_size, workers) + max(0, prefetch_episodes),
+            rank_budget_bytes=rank_budget,
+            num_workers=workers,
+        )
+
+    # ---- checks ---------------------------------------------------------------------------
+
+    def _too_large(self, episode: int, nbytes: int) -> EpisodeTooLargeError:
+        return EpisodeTooLargeError(
+            episode, nbytes, self.budget_bytes, rank_budget_bytes=self.rank_budget_bytes,
+            num_workers=self.num_workers,
+        )
+
+    def check_sizes(self, sizes: Mapping[int, int] | Iterable[tuple[int, int]]) -> None:
+        """Fail before any fetch if one episode alone exceeds this worker's budget."""
+        items = sizes.items() if isinstance(sizes, Mapping) else sizes
+        for episode, nbytes in items:
+            if nbytes > self.budget_bytes:
+                raise self._too_large(int(episode), int(nbytes))
+
+    # ---- reservations ---------------------------------------------------------------------
+
+    def _fits(self, nbytes: int) -> bool:
+        return (
+            len(self._entries) < self.max_episodes
+            and self._reserved + nbytes <= self.budget_bytes
+        )
+
+    def _add(self, episode: int, nbytes: int) -> None:
+        self._entries[episode] = _Entry(nbytes, EpisodePhase.FETCHING)
+        self._reserved += nbytes
+        self.peak_reserved_bytes = max(self.peak_reserved_bytes, self._reserved)
+
+    def _precheck(self, episode: int, nbytes: int) -> None:
+        if self._closed:
+            raise StreamingError("the episode byte cache is closed")
+        if nbytes < 0:
+            raise StreamingError(f"episode {episode} has a negative payload size {nbytes}")
+        if nbytes > self.budget_bytes:
+            raise self._too_large(episode, nbytes)
+        if episode in self._entries:
+            raise StreamingError(f"episode {episode} is already reserved")
+
+    def try_reserve(self, episode: int, nbytes: int) -> bool:
+        """Reserve without waiting (speculative prefetch); False when full or someone waits."""
+        with self._cond:
+            self._precheck(episode, nbytes)
+            if self._waiting or not self._fits(nbytes):
+                return False
+            self._add(episode, nbytes)
+            return True
+
+    def reserve(self, episode: int, nbytes: int, timeout: float | None = None) -> bool:
+        """Reserve, waiting for releases while full; False if ``timeout`` seconds pass."""
+        with self._cond:
+            self._precheck(episode, nbytes)
+            if self._fits(nbytes) and not self._waiting:
+                self._add(episode, nbytes)
+                return True
+            self._waiting += 1
+            self.reserve_waits += 1
+            started = time.monotonic()
+            try:
+                ok = self._cond.wait_for(
+                    lambda: self._closed or self._fits(nbytes), timeout=timeout
+                )
+            finally:
+                self._waiting -= 1
+                self.reserve_wait_seconds += time.monotonic() - started
+            if self._closed:
+                raise StreamingError("the episode byte cache was closed while waiting")
+            if not ok:
+                return False
+            self._add(episode, nbytes)
+            self._cond.notify_all()
+            return True
+
+    def _entry(self, episode: int) -> _Entry:
+        entry = self._entries.get(episode)
+        if entry is None:
+            raise StreamingError(f"episode {episode} is not reserved in the byte cache")
+        return entry
+
+    def mark_resident(self, episode: int) -> None:
+        """The fetch completed: the payload is held."""
+        with self._cond:
+            entry = self._entry(episode)
+            if entry.phase is not EpisodePhase.FETCHING:
+                raise StreamingError(f"episode {episode} was already fetched")
+            entry.phase = EpisodePhase.RESIDENT
+            self._resident += entry.nbytes
+
+    def abandon(self, episode: int) -> None:
+        """Drop a reservation whose fetch failed (so a retry can reserve it again)."""
+        with self._cond:
+            entry = self._entry(episode)
+            if entry.phase is not EpisodePhase.FETCHING:
+                raise StreamingError(f"episode {episode} is resident; release it instead")
+            self._drop(episode, entry)
+
+    def begin_decode(self, episode: int) -> None:
+        with self._cond:
+            entry = self._entry(episode)
+            if entry.phase is EpisodePhase.FETCHING:
+                raise StreamingError(f"episode {episode} is still being fetched")
+            entry.decodes += 1
+            entry.phase = EpisodePhase.DECODING
+
+    def end_decode(self, episode: int) -> None:
+        with self._cond:
+            entry = self._entry(episode)
+            if entry.decodes < 1:
+                raise StreamingError(f"episode {episode} has no decode in progress")
+            entry.decodes -= 1
+            if entry.decodes == 0:
+                entry.phase = EpisodePhase.RESIDENT
+                if entry.released:
+                    self._drop(episode, entry)
+
+    def release(self, episode: int) -> None:
+        """The pool is done with the episode; bytes return after its last decode ends."""
+        with self._cond:
+            entry = self._entry(episode)
+            if entry.phase is EpisodePhase.FETCHING:
+                raise StreamingError(f"episode {episode} is released before it was fetched")
+            entry.released = True
+            if entry.decodes == 0:
+                self._drop(episode, entry)
+
+    def _drop(self, episode: int, entry: _Entry) -> None:
+        del self._entries[episode]
+        self._reserved -= entry.nbytes
+        if entry.phase is not EpisodePhase.FETCHING:
+            self._resident -= entry.nbytes
+        self._cond.notify_all()
+
+    def close(self) -> None:
+        """Wake every waiting ``reserve`` with an error (pipeline shutdown)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # ---- observation ----------------------------------------------------------------------
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Bytes of every reservation: pending fetches, completed payloads, decoding episodes."""
+        with self._cond:
+            return self._reserved
+
+    @property
+    def resident_bytes(self) -> int:
+        """Bytes of completed payloads, even before their first sample is requested."""
+        with self._cond:
+            return self._resident
+
+    @property
+    def reserved_episodes(self) -> int:
+        with self._cond:
+            return len(self._entries)
+
+    def phase(self, episode: int) -> EpisodePhase | None:
+        """The episode's phase, or None when it holds no reservation."""
+        with self._cond:
+            entry = self._entries.get(episode)
+            return None if entry is None else entry.phase

@@ -1,0 +1,344 @@
+"""The exact-coverage pool: one worker's schedule of (episode, frame) anchors for one epoch.
+
+A worker owns whole episodes in an admission order (``plan[rank][worker]``). Its pool holds at
+most ``pool_size`` resident episodes (and, optionally, at most ``byte_budget`` of their payload
+bytes); when a resident episode's last frame is drawn, the next episodes of the admission order
+are admitted as count and bytes allow. Every frame of every owned episode is yielded exactly once.
+
+Strategies (``STRATEGIES``):
+
+* ``remaining`` - pick a resident episode with probability proportional to its remaining frames,
+  then a random remaining frame of it. Equivalently: the next anchor is uniform over all remaining
+  frames of the resident episodes.
+* ``round_robin`` - each round shuffles the resident episodes and takes one shuffled remaining
+  frame from each; episodes admitted during a round join the next round.
+
+How it is computed (why it is fast and exact): both strategies are simulated as clocks. In
+``remaining`` each frame rings at its episode's admission time plus an independent Exp(1) delay;
+by memorylessness the next ring is uniform over the resident remaining frames, which is exactly
+the rule above, and an episode is exhausted when its last frame rings. In ``round_robin`` the
+j-th frame of an episode's shuffled frame order rings in round ``admission_round + j``, with a
+uniform key ordering the episodes inside a round. Episode admission times come from a small
+event heap (count and byte limits); frames are generated and sorted with numpy, block by block.
+Random numbers are drawn per block of the admission order from a seed sequence of
+``(seed, epoch, rank, worker, strategy, block)``, so the anchor order depends only on those and
+the episode sizes - never on how the caller consumes it.
+
+How the pipeline drives it (one pool per worker per epoch)::
+
+    pool = EpisodePool(order, lengths_of_order, strategy=..., pool_size=worker_pool_size,
+                       seed=seed, epoch=epoch, rank=rank, worker=worker_id,
+                       episode_bytes=bytes_of_order, byte_budget=worker_byte_budget)
+    pool.skip(offset)                   # resume: this worker's offset from feedline.episodes.schedule.resume
+    for episode_index, frame_index in pool: ...   # or pool.take(n) -> numpy arrays
+
+``worker`` is the plan part index (``plan[rank][worker]``); it equals the DataLoader worker id
+except after a resume that rotates parts (see :mod:`feedline.episodes.schedule.resume`), and it seeds the
+pool, so a rotated worker reproduces its part's anchors exactly.
+
+Fetch episodes in admission order (``pool.episodes``); an episode's bytes can be released once
+all ``length`` of its anchors have been decoded. With ``byte_budget`` set, the resident set the
+schedule needs always fits the budget, so the admission frontier never deadlocks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from feedline.episodes.errors import EpisodeTooLargeError, ResumeMismatchError, StreamingError
+from feedline.episodes.schedule.state import STATE_VERSION_KEY, check_state_version
+
+__all__ = [
+    "DEFAULT_POOL_SIZE",
+    "DEFAULT_SEED",
+    "NONE_SEED",
+    "STRATEGIES",
+    "EpisodePool",
+    "resolve_seed",
+    "worker_share",
+]
+
+DEFAULT_SEED = 1000  # lerobot-train's default --seed: the same run config gives the same order
+NONE_SEED = 42  # seed=None must still agree on every rank/worker with no communication; 42 is
+# the seed LeRobot's StreamingLeRobotDataset uses when none is given
+DEFAULT_POOL_SIZE = 32  # episodes mixed per rank (split 1/N per worker)
+STRATEGIES = ("remaining", "round_robin")
+_STRATEGY_STREAM = {"remaining": 1, "round_robin": 2}
+_POOL_STREAM = 0x504F4F4C  # "POOL": keeps the pools' random streams apart from the plan's
+_MIN_BLOCK_FRAMES = 1 << 17
+
+
+def resolve_seed(seed: int | None) -> int:
+    """``None`` -> :data:`NONE_SEED`; otherwise a non-negative int."""
+    if seed is None:
+        return NONE_SEED
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise StreamingError(f"seed must be a non-negative integer or None, got {seed!r}")
+    return int(seed)
+
+
+def worker_share(per_rank: int, num_workers: int) -> int:
+    """A worker's share of a per-rank limit (pool size, bytes): 1/N of it, at least 1."""
+    return max(1, per_rank // max(1, num_workers))
+
+
+class EpisodePool:
+    """Exact-coverage anchor iterator of one worker for one epoch (see the module docstring)."""
+
+    STATE_VERSION = 1
+
+    def __init__(
+        self,
+        episodes: Sequence[int] | np.ndarray,
+        lengths: Sequence[int] | np.ndarray | Mapping[int, int],
+        *,
+        strategy: str = "remaining",
+        pool_size: int = DEFAULT_POOL_SIZE,
+        seed: int | None = DEFAULT_SEED,
+        epoch: int = 0,
+        rank: int = 0,
+        worker: int = 0,
+        episode_bytes: Sequence[int] | np.ndarray | Mapping[int, int] | None = None,
+        byte_budget: int | None = None,
+    ) -> None:
+        self.episodes = np.asarray(episodes, dtype=np.int64).reshape(-1)
+        self.lengths = _aligned(self.episodes, lengths, "lengths")
+        if strategy not in STRATEGIES:
+            raise StreamingError(
+                f"unknown streaming_sampling_strategy {strategy!r}; choose one of {STRATEGIES}"
+            )
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise StreamingError(f"pool_size must be an integer >= 1, got {pool_size!r}")
+        if np.any(self.lengths < 1):
+            bad = int(np.flatnonzero(self.lengths < 1)[0])
+            raise StreamingError(f"episode {int(self.episodes[bad])} has no frames")
+        self.strategy = strategy
+        self.pool_size = pool_size
+        self.seed = resolve_seed(seed)
+        self.epoch, self.rank, self.worker = int(epoch), int(rank), int(worker)
+        self.byte_budget = None if byte_budget is None else int(byte_budget)
+        self.episode_bytes: np.ndarray | None = None
+        if episode_bytes is not None:
+            if self.byte_budget is None:
+                raise StreamingError("episode_bytes needs a byte_budget")
+            self.episode_bytes = _aligned(self.episodes, episode_bytes, "episode_bytes")
+            over = np.flatnonzero(self.episode_bytes > self.byte_budget)
+            if over.size:
+                i = int(over[0])
+                raise EpisodeTooLargeError(
+                    int(self.episodes[i]), int(self.episode_bytes[i]), self.byte_budget
+                )
+        self.total_anchors = int(self.lengths.sum())
+        self._blocks = self._block_bounds()
+        self._identity: str | None = None
+        self.reset()
+
+    # ---- schedule -------------------------------------------------------------------------
+
+    def _block_bounds(self) -> np.ndarray:
+        """Admission-order positions where random-number blocks start (a function of sizes only)."""
+        n = self.episodes.size
+        if n == 0:
+            return np.zeros(1, dtype=np.int64)
+        mean = self.total_anchors / n
+        target = max(_MIN_BLOCK_FRAMES, int(4 * self.pool_size * mean))
+        before = np.cumsum(self.lengths) - self.lengths
+        block_of = before // target
+        starts = np.flatnonzero(np.diff(block_of, prepend=-1))
+        return np.append(starts, n).astype(np.int64)
+
+    def reset(self) -> None:
+        """Rewind to the first anchor of the epoch."""
+        self._heap: list[tuple[float, int, int]] = []
+        self._resident = 0
+        self._resident_bytes = 0
+        self._now = 0.0
+        self._block = 0
+        empty_f, empty_i = np.empty(0, np.float64), np.empty(0, np.int64)
+        self._pending = (empty_f, empty_i, empty_i)
+        self._chunk_eps = empty_i
+        self._chunk_frames = empty_i
+        self._chunk_lists: tuple[list[int], list[int]] | None = None
+        self._cursor = 0
+        self._yielded = 0
+        self._next_start = self._admit(0) if self.episodes.size else math.inf
+
+    def _admit(self, pos: int) -> float:
+        """Admission time of the episode at admission position ``pos`` (reserves its slot)."""
+        nbytes = 0 if self.episode_bytes is None else int(self.episode_bytes[pos])
+        budget = self.byte_budget
+        while self._resident >= self.pool_size or (
+            budget is not None and self._resident_bytes + nbytes > budget
+        ):
+            end, _, freed = heapq.heappop(self._heap)
+            self._now = max(self._now, end)
+            self._resident -= 1
+            self._resident_bytes -= freed
+        self._resident += 1
+        self._resident_bytes += nbytes
+        return self._now
+
+    def _rng(self, block: int) -> np.random.Generator:
+        key = [self.seed, self.epoch, self.rank, self.worker, _POOL_STREAM,
+               _STRATEGY_STREAM[self.strategy], block]
+        return np.random.Generator(np.random.PCG64(np.random.SeedSequence(key)))
+
+    def _next_block(self) -> bool:
+        """Generate one block of the admission order and emit every anchor that is now final."""
+        if self._block >= self._blocks.size - 1:
+            return False
+        a, b = int(self._blocks[self._block]), int(self._blocks[self._block + 1])
+        self._block += 1
+        lengths = self.lengths[a:b]
+        n = int(lengths.sum())
+        rng = self._rng(self._block - 1)
+        local = np.repeat(np.arange(b - a), lengths)
+        offsets = np.cumsum(lengths) - lengths
+        pos = np.arange(n, dtype=np.int64) - offsets[local]
+        if self.strategy == "remaining":
+            delay = rng.standard_exponential(n)
+            durations = np.maximum.reduceat(delay, offsets).tolist()
+            frames = pos
+        else:
+            # Shuffle each episode's frames (keys stay below local + 0.5, so episodes never mix),
+            # then ring the j-th shuffled frame in round j; the key in [0, 0.5) orders the
+            # episodes inside a round and keeps it below the next round.
+            frames = pos[np.argsort(local + 0.5 * rng.random(n), kind="stable")]
+            delay = pos + 0.5 * rng.random(n)
+            durations = lengths.astype(np.float64).tolist()
+        starts = np.empty(b - a, dtype=np.float64)
+        nbytes = None if self.episode_bytes is None else self.episode_bytes[a:b].tolist()
+        for j in range(b - a):
+            start = self._next_start if j == 0 else self._admit(a + j)
+            starts[j] = start
+            heapq.heappush(self._heap, (start + durations[j], a + j, nbytes[j] if nbytes else 0))
+        self._next_start = self._admit(b) if b < self.episodes.size else math.inf
+        times = starts[local] + delay
+        eps = self.episodes[a:b][local]
+        p_t, p_e, p_f = self._pending
+        all_t = np.concatenate((p_t, times))
+        all_e = np.concatenate((p_e, eps))
+        all_f = np.concatenate((p_f, frames))
+        final = all_t < self._next_start  # later admissions ring at or after _next_start
+        sel = np.flatnonzero(final)
+        order = sel[np.argsort(all_t[sel], kind="stable")]
+        self._chunk_eps, self._chunk_frames = all_e[order], all_f[order]
+        self._chunk_lists = None
+        self._cursor = 0
+        keep = ~final
+        self._pending = (all_t[keep], all_e[keep], all_f[keep])
+        return True
+
+    def _refill(self) -> bool:
+        while self._cursor >= self._chunk_eps.size:
+            if not self._next_block():
+                return False
+        return True
+
+    # ---- iteration ------------------------------------------------------------------------
+
+    def __iter__(self) -> EpisodePool:
+        return self
+
+    def __next__(self) -> tuple[int, int]:
+        if self._cursor >= self._chunk_eps.size and not self._refill():
+            raise StopIteration
+        if self._chunk_lists is None:
+            self._chunk_lists = (self._chunk_eps.tolist(), self._chunk_frames.tolist())
+        c = self._cursor
+        self._cursor = c + 1
+        self._yielded += 1
+        return self._chunk_lists[0][c], self._chunk_lists[1][c]
+
+    def take(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Up to ``n`` next anchors as (episode indices, frame indices) int64 arrays."""
+        eps: list[np.ndarray] = []
+        frames: list[np.ndarray] = []
+        while n > 0 and self._refill():
+            c = self._cursor
+            k = min(n, self._chunk_eps.size - c)
+            eps.append(self._chunk_eps[c : c + k])
+            frames.append(self._chunk_frames[c : c + k])
+            self._cursor = c + k
+            self._yielded += k
+            n -= k
+        if not eps:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        return np.concatenate(eps), np.concatenate(frames)
+
+    def skip(self, n: int) -> None:
+        """Advance past ``n`` anchors without materialising them (resume fast-forward)."""
+        if n < 0 or self._yielded + n > self.total_anchors:
+            raise StreamingError(
+                f"cannot skip {n} anchors: worker {self.worker} of rank {self.rank} has "
+                f"{self.total_anchors - self._yielded} left in epoch {self.epoch}"
+            )
+        while n > 0 and self._refill():
+            k = min(n, self._chunk_eps.size - self._cursor)
+            self._cursor += k
+            self._yielded += k
+            n -= k
+
+    @property
+    def anchors_yielded(self) -> int:
+        return self._yielded
+
+    @property
+    def anchors_remaining(self) -> int:
+        return self.total_anchors - self._yielded
+
+    # ---- state ----------------------------------------------------------------------------
+
+    @property
+    def identity(self) -> str:
+        """Digest of the owned episodes, their sizes and byte sizes: the pool's data identity."""
+        if self._identity is None:
+            h = hashlib.sha256(b"feedline.episodes.schedule.pool/v1")
+            h.update(self.episodes.tobytes())
+            h.update(self.lengths.tobytes())
+            if self.episode_bytes is not None:
+                h.update(self.episode_bytes.tobytes())
+            self._identity = h.hexdigest()[:32]
+        return self._identity
+
+    def _settings(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed, "epoch": self.epoch, "rank": self.rank, "worker": self.worker,
+            "strategy": self.strategy, "pool_size": self.pool_size,
+            "byte_budget": self.byte_budget, "identity": self.identity,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {STATE_VERSION_KEY: self.STATE_VERSION, "anchors_yielded": self._yielded,
+                **self._settings()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        check_state_version(state, self.STATE_VERSION, stage="EpisodePool")
+        mine = self._settings()
+        diffs = [f"{k} (checkpoint {state.get(k)!r}, now {v!r})" for k, v in mine.items()
+                 if state.get(k) != v]
+        if diffs:
+            raise ResumeMismatchError(
+                "cannot restore the episode pool sample-exactly: " + "; ".join(diffs)
+            )
+        self.reset()
+        self.skip(int(state["anchors_yielded"]))
+
+
+def _aligned(episodes: np.ndarray, values: Any, name: str) -> np.ndarray:
+    """``values`` aligned with ``episodes``: a mapping by episode index or a parallel sequence."""
+    if isinstance(values, Mapping):
+        try:
+            return np.fromiter((values[int(e)] for e in episodes), np.int64, episodes.size)
+        except KeyError as exc:
+            raise StreamingError(f"{name} has no entry for episode {exc.args[0]}") from None
+    out = np.asarray(values, dtype=np.int64).reshape(-1)
+    if out.size != episodes.size:
+        raise StreamingError(f"{name} has {out.size} entries for {episodes.size} episodes")
+    return out

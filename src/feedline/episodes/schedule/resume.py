@@ -1,0 +1,381 @@
+"""Resume arithmetic: from "batches this rank consumed" to "anchors each worker skips".
+
+The anchor order is a pure function of (seed, epoch, sizes, settings), so the checkpoint holds a
+few integers (:class:`ResumeState`). What is counted is what the *training loop consumed*, never
+what workers produced (torchdata's rule): prefetched and decoded-ahead samples are regenerated.
+
+A DataLoader over an IterableDataset asks its workers for batches in turn: worker 0, 1, ...,
+N-1, 0, 1, ...; a worker that has run out is skipped. Each worker batches its own anchors, so its
+last batch may be partial (``drop_last=False``) or dropped (``drop_last=True``). Given the
+per-worker anchor counts of the plan, ``batches_consumed`` fixes how many anchors each worker
+has delivered (:func:`worker_offsets`). ``num_workers=0`` is one in-process part.
+
+How the pipeline calls it::
+
+    tracker = ConsumptionTracker(settings, episode_lengths, rank=rank)   # training process
+    for batch in loader: tracker.record_batch(len(batch)); ...          # per consumed batch
+    tracker.next_epoch()                                                  # loader exhausted
+    checkpoint["dataset"] = tracker.state_dict()
+    # on resume:
+    tracker.load_state_dict(checkpoint["dataset"])       # refuses changed settings
+    pos = tracker.position                                # epoch, offsets, rotation
+    # DataLoader worker w in epoch pos.epoch serves part pos.part_for_worker(w) of
+    # plan[rank] and first calls pool.skip(pos.offset_for_worker(w)); later epochs start
+    # at offset 0 with no rotation.
+
+A fresh DataLoader always asks worker 0 first, while the interrupted run may have been in the
+middle of a round; rotating which plan part each worker serves continues that round exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from feedline.episodes.errors import ResumeMismatchError, StreamingError
+from feedline.episodes.schedule.plan import EpisodeLengths, episode_arrays, plan_shards_arrays
+from feedline.episodes.schedule.state import STATE_VERSION_KEY, check_state_version
+
+__all__ = [
+    "ConsumptionTracker",
+    "ResumePosition",
+    "ResumeSettings",
+    "ResumeState",
+    "batches_per_worker",
+    "loader_batches",
+    "loader_cursor",
+    "rank_batch_counts",
+    "rank_worker_counts",
+    "resume_position",
+    "sampler_identity",
+    "samples_in_batches",
+    "worker_offsets",
+]
+
+log = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+
+
+def sampler_identity(
+    episode_lengths: EpisodeLengths, episode_bytes: Mapping[int, int] | None = None
+) -> str:
+    """Digest of the selected episodes, their lengths (and byte sizes) and the planner version."""
+    indices, lengths = episode_arrays(episode_lengths)
+    h = hashlib.sha256(b"feedline.episodes.schedule.plan/v1")
+    h.update(indices.tobytes())
+    h.update(lengths.tobytes())
+    if episode_bytes is not None:
+        h.update(np.fromiter((episode_bytes[int(i)] for i in indices), np.int64).tobytes())
+    return h.hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class ResumeSettings:
+    """Everything that fixes a rank's anchor order and batch boundaries.
+
+    ``pool_settings`` holds every pool knob that changes the schedule: the pool size and, when
+    the pool admits by bytes, the byte budget (prefetch depth and decode threads do not).
+    """
+
+    seed: int
+    strategy: str
+    pool_settings: dict[str, Any]
+    world_size: int
+    batch_size: int
+    num_workers: int
+    drop_last: bool
+    sampler_identity: str
+
+
+@dataclass(frozen=True)
+class ResumeState(ResumeSettings):
+    """The checkpointed position of one rank: settings plus what the training loop consumed."""
+
+    epoch: int = 0
+    rank: int = 0
+    batches_consumed_on_rank: int = 0
+    samples_consumed_on_rank: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {STATE_VERSION_KEY: STATE_VERSION, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, state: Mapping[str, Any]) -> ResumeState:
+        check_state_version(state, STATE_VERSION, stage="episode reader")
+        names = [f.name for f in fields(cls)]
+        missing = [n for n in names if n not in state and n != "extra"]
+        if missing:
+            raise ResumeMismatchError(f"episode reader state lacks {', '.join(missing)}")
+        return cls(**{n: state[n] for n in names if n in state})
+
+    def settings(self) -> ResumeSettings:
+        return ResumeSettings(**{f.name: getattr(self, f.name) for f in fields(ResumeSettings)})
+
+
+# ---- DataLoader arithmetic ----------------------------------------------------------------
+
+
+def batches_per_worker(counts: Sequence[int], batch_size: int, drop_last: bool) -> list[int]:
+    """Batches each worker delivers in one epoch."""
+    if batch_size < 1:
+        raise StreamingError(f"batch_size must be >= 1, got {batch_size}")
+    if drop_last:
+        return [n // batch_size for n in counts]
+    return [-(-n // batch_size) for n in counts]
+
+
+def loader_batches(
+    counts: Sequence[int], batch_size: int, drop_last: bool
+) -> Iterator[tuple[int, int, int]]:
+    """The DataLoader's batch order as (worker, first anchor in worker, batch size) triples."""
+    per_worker = batches_per_worker(counts, batch_size, drop_last)
+    for k in range(max(per_worker, default=0)):
+        for w, (n, b) in enumerate(zip(counts, per_worker, strict=True)):
+            if k < b:
+                start = k * batch_size
+                yield w, start, min(batch_size, n - start)
+
+
+def _delivered(n: int, batches: int, batch_size: int) -> int:
+    return min(n, batches * batch_size)
+
+
+def loader_cursor(
+    counts: Sequence[int], batch_size: int, drop_last: bool, batches_consumed: int
+) -> tuple[list[int], int]:
+    """(anchors each worker delivered, index of the worker whose batch comes next in its round).
+
+    The second value is the rotation a resumed run applies so that a fresh DataLoader, which
+    always starts asking worker 0, continues the interrupted round: DataLoader worker ``w``
+    serves plan part ``(w + rotation) % len(counts)``.
+    """
+    per_worker = batches_per_worker(counts, batch_size, drop_last)
+    total = sum(per_worker)
+    if not 0 <= batches_consumed <= total:
+        raise StreamingError(
+            f"{batches_consumed} batches consumed, but this rank's epoch has {total} batches"
+        )
+
+    def in_rounds(k: int) -> int:
+        return sum(min(b, k) for b in per_worker)
+
+    lo, hi = 0, max(per_worker, default=0)  # full rounds: largest k with in_rounds(k) <= consumed
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if in_rounds(mid) <= batches_consumed:
+            lo = mid
+        else:
+            hi = mid - 1
+    extra = batches_consumed - in_rounds(lo)
+    taken, rotation = [], 0
+    for w, (n, b) in enumerate(zip(counts, per_worker, strict=True)):
+        m = min(b, lo)
+        if extra and b > lo:
+            m += 1
+            extra -= 1
+            rotation = w + 1
+        taken.append(_delivered(n, m, batch_size))
+    return taken, rotation % max(1, len(counts))
+
+
+def worker_offsets(
+    counts: Sequence[int], batch_size: int, drop_last: bool, batches_consumed: int
+) -> list[int]:
+    """Anchors each worker has delivered after the loader yielded ``batches_consumed`` batches."""
+    return loader_cursor(counts, batch_size, drop_last, batches_consumed)[0]
+
+
+def samples_in_batches(
+    counts: Sequence[int], batch_size: int, drop_last: bool, batches_consumed: int
+) -> int:
+    return sum(worker_offsets(counts, batch_size, drop_last, batches_consumed))
+
+
+def rank_worker_counts(
+    episode_lengths: EpisodeLengths, *, world_size: int, num_workers: int, seed: int, epoch: int,
+    rank: int,
+) -> list[int]:
+    """Anchors per DataLoader worker of ``rank`` (zeros for workers the plan leaves idle)."""
+    report = plan_shards_arrays(
+        episode_lengths, world_size=world_size, num_workers=num_workers, seed=seed, epoch=epoch
+    ).report
+    counts = list(report.worker_frames[rank])
+    return counts + [0] * (max(1, num_workers) - len(counts))
+
+
+def rank_batch_counts(
+    episode_lengths: EpisodeLengths, settings: ResumeSettings, *, epoch: int
+) -> list[int]:
+    """Batches every rank's loader yields in ``epoch``.
+
+    Ranks are balanced by frames, not made equal, so their batch counts can differ by a few;
+    a DDP loop must stop every rank at ``min(...)`` (or pad) so no rank waits in a collective.
+    """
+    plan = plan_shards_arrays(
+        episode_lengths, world_size=settings.world_size, num_workers=settings.num_workers,
+        seed=settings.seed, epoch=epoch,
+    )
+    return [
+        sum(batches_per_worker(list(frames), settings.batch_size, settings.drop_last))
+        for frames in plan.report.worker_frames
+    ]
+
+
+# ---- resolving a checkpoint ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResumePosition:
+    """Where a rank restarts: ``epoch`` and the anchors each worker skips in it."""
+
+    epoch: int
+    batches_consumed: int
+    worker_offsets: tuple[int, ...]
+    exact: bool
+    message: str = ""
+    worker_rotation: int = 0
+
+    def part_for_worker(self, worker_id: int) -> int:
+        """The plan part (``plan[rank][part]``) DataLoader worker ``worker_id`` must serve."""
+        return (worker_id + self.worker_rotation) % len(self.worker_offsets)
+
+    def offset_for_worker(self, worker_id: int) -> int:
+        """Anchors DataLoader worker ``worker_id`` skips in its part before yielding."""
+        return self.worker_offsets[self.part_for_worker(worker_id)]
+
+
+def _differences(saved: ResumeSettings, current: ResumeSettings) -> list[str]:
+    return [
+        f"{f.name} (checkpoint {getattr(saved, f.name)!r}, now {getattr(current, f.name)!r})"
+        for f in fields(ResumeSettings)
+        if getattr(saved, f.name) != getattr(current, f.name)
+    ]
+
+
+def resume_position(
+    saved: ResumeState | Mapping[str, Any],
+    current: ResumeSettings,
+    episode_lengths: EpisodeLengths,
+    *,
+    rank: int,
+    allow_order_change: bool = False,
+) -> ResumePosition:
+    """Turn a checkpoint into this rank's restart position (or refuse, naming what differs)."""
+    state = saved if isinstance(saved, ResumeState) else ResumeState.from_dict(saved)
+    diffs = _differences(state.settings(), current)
+    epoch = state.epoch
+    if diffs:
+        what = "; ".join(diffs)
+        if not allow_order_change:
+            raise ResumeMismatchError(
+                f"cannot resume sample-exactly: {what}. Restore those settings, or pass "
+                "allow_order_change=True to restart at the nearest epoch boundary with a "
+                "different anchor order"
+            )
+        return _boundary_position(state, episode_lengths, what, max(1, current.num_workers))
+    counts = rank_worker_counts(
+        episode_lengths, world_size=current.world_size, num_workers=current.num_workers,
+        seed=current.seed, epoch=epoch, rank=rank,
+    )
+    per_worker = batches_per_worker(counts, current.batch_size, current.drop_last)
+    batches = state.batches_consumed_on_rank
+    if batches > sum(per_worker):
+        raise ResumeMismatchError(
+            f"checkpoint says rank {state.rank} consumed {batches} batches of epoch {epoch}, "
+            f"but rank {rank}'s epoch has only {sum(per_worker)}"
+        )
+    offsets, rotation = loader_cursor(counts, current.batch_size, current.drop_last, batches)
+    if state.rank == rank and sum(offsets) != state.samples_consumed_on_rank:
+        raise ResumeMismatchError(
+            f"checkpoint of rank {rank} counts {state.samples_consumed_on_rank} samples in "
+            f"{batches} batches, but those batches hold {sum(offsets)} samples; the checkpoint "
+            "does not belong to this data order"
+        )
+    if batches == sum(per_worker):  # the epoch was finished: start the next one
+        return ResumePosition(epoch + 1, 0, (0,) * len(counts), True)
+    return ResumePosition(epoch, batches, tuple(offsets), True, worker_rotation=rotation)
+
+
+def _boundary_position(
+    state: ResumeState, episode_lengths: EpisodeLengths, what: str, parts: int
+) -> ResumePosition:
+    """Nearest epoch boundary of the checkpoint's own run (``allow_order_change=True``)."""
+    counts = rank_worker_counts(
+        episode_lengths, world_size=state.world_size, num_workers=state.num_workers,
+        seed=state.seed, epoch=state.epoch, rank=min(state.rank, state.world_size - 1),
+    )
+    total = sum(batches_per_worker(counts, state.batch_size, state.drop_last))
+    done = state.batches_consumed_on_rank
+    epoch = state.epoch + (1 if total and 2 * done >= total else 0)
+    if epoch == state.epoch and done:
+        effect = f"repeats the {done} batch(es) already consumed of epoch {state.epoch}"
+    elif epoch > state.epoch and done < total:
+        effect = f"skips the last {total - done} batch(es) of epoch {state.epoch}"
+    else:
+        effect = "loses nothing"
+    message = (
+        f"resuming with a different anchor order because {what}: starting at the beginning of "
+        f"epoch {epoch}, the nearest epoch boundary; this {effect}"
+    )
+    log.warning(message)
+    return ResumePosition(epoch, 0, (0,) * parts, False, message)
+
+
+# ---- the training-process side ------------------------------------------------------------
+
+
+class ConsumptionTracker:
+    """Counts what the training loop consumed on this rank; its state is the reader's checkpoint."""
+
+    def __init__(
+        self,
+        settings: ResumeSettings,
+        episode_lengths: EpisodeLengths,
+        *,
+        rank: int,
+        epoch: int = 0,
+        allow_order_change: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.episode_lengths = episode_lengths
+        self.rank = rank
+        self.allow_order_change = allow_order_change
+        self.epoch = epoch
+        self.batches_consumed = 0
+        self.samples_consumed = 0
+        self.position = ResumePosition(epoch, 0, (0,) * max(1, settings.num_workers), True)
+
+    def record_batch(self, num_samples: int) -> None:
+        self.batches_consumed += 1
+        self.samples_consumed += int(num_samples)
+
+    def next_epoch(self) -> None:
+        """The loader is exhausted: the next iteration starts the next epoch at offset 0."""
+        self.epoch += 1
+        self.batches_consumed = self.samples_consumed = 0
+        workers = max(1, self.settings.num_workers)
+        self.position = ResumePosition(self.epoch, 0, (0,) * workers, True)
+
+    def state_dict(self) -> dict[str, Any]:
+        s = self.settings
+        return ResumeState(
+            **asdict(s), epoch=self.epoch, rank=self.rank,
+            batches_consumed_on_rank=self.batches_consumed,
+            samples_consumed_on_rank=self.samples_consumed,
+        ).to_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.position = resume_position(
+            state, self.settings, self.episode_lengths, rank=self.rank,
+            allow_order_change=self.allow_order_change,
+        )
+        self.epoch = self.position.epoch
+        self.batches_consumed = self.position.batches_consumed
+        self.samples_consumed = sum(self.position.worker_offsets)

@@ -1,0 +1,433 @@
+"""``StreamingEpisodeDataset``: LeRobot v3 episodes streamed under a byte budget, sample-exact resume.
+
+Same constructor as :class:`~feedline.episodes.dataset.EpisodeDataset` plus the streaming knobs.
+Each epoch (``set_epoch``) this rank owns whole episodes (:func:`~feedline.episodes.schedule.plan.plan_shards`
+over ``rank``/``world_size``, default :func:`~feedline.episodes.schedule.plan.resolve_rank_and_world`);
+each DataLoader worker serves one part through an exact-coverage
+:class:`~feedline.episodes.schedule.pool.EpisodePool`, fetching whole episodes (Parquet rows + mini-MP4
+bytes) under an :class:`~feedline.episodes.schedule.admission.EpisodeByteCache` and decoding samples on
+threads (:mod:`feedline.episodes.stream.pipeline`). Every sample equals the map-style dataset's sample of
+the same frame; every selected frame is yielded exactly once per epoch over ranks and workers.
+
+Resume: the checkpoint counts what the training loop *consumed*, so iterate through
+:meth:`track`, which wraps the DataLoader and counts its batches::
+
+    ds = StreamingEpisodeDataset(root=..., delta_timestamps=...)
+    loader = DataLoader(ds, batch_size=8, num_workers=2)
+    ds.load_state_dict(checkpoint["dataset"])        # optional, before iterating
+    for batch in ds.track(loader):                   # one epoch; the next call runs the next one
+        ...
+        checkpoint["dataset"] = ds.state_dict()
+
+Image transforms run on the thread that iterates the dataset (the training thread with
+``num_workers=0``), in schedule order, so the same seed gives the same transforms.
+``persistent_workers=True`` is not supported: workers must see each epoch's position.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import multiprocessing.context as mp_context
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from feedline.episodes.assemble import assemble_sample
+from feedline.episodes.base import EpisodeDatasetBase
+from feedline.episodes.errors import EpisodeTooLargeError, ResumeMismatchError, StreamingError
+from feedline.episodes.schedule.admission import (
+    DEFAULT_BYTE_BUDGET_GB,
+    DEFAULT_PREFETCH_EPISODES,
+    EpisodeByteCache,
+)
+from feedline.episodes.schedule.plan import plan_shards_arrays, resolve_rank_and_world
+from feedline.episodes.schedule.pool import (
+    DEFAULT_POOL_SIZE,
+    DEFAULT_SEED,
+    STRATEGIES,
+    EpisodePool,
+    resolve_seed,
+    worker_share,
+)
+from feedline.episodes.schedule.resume import (
+    ConsumptionTracker,
+    ResumePosition,
+    ResumeSettings,
+    ResumeState,
+    rank_batch_counts,
+    resume_position,
+    sampler_identity,
+)
+from feedline.episodes.stream.payload import (
+    EpisodePayload,
+    episode_spans,
+    fetch_episode,
+    parquet_episode_bytes,
+)
+from feedline.episodes.stream.pipeline import EpisodePipeline, PipelineMetrics
+
+__all__ = ["StreamingEpisodeDataset"]
+
+DEFAULT_DECODE_THREADS = 2
+DEFAULT_DECODED_QUEUE_SIZE = 8
+DEFAULT_MAX_NUM_SHARDS = 16
+
+# Counters shared by every worker of one dataset: one row per process (the training process,
+# then DataLoader worker ids), each written by one process only, so no lock (a lock would tie
+# the array to one multiprocessing start method); rows are summed, the peak is a maximum.
+_METRICS = ("samples", "bytes_fetched", "episodes_fetched", "refill_stalls",
+            "refill_stall_us", "peak_reserved_bytes", "outside_fetches")
+_ROWS = 64
+_PEAK = _METRICS.index("peak_reserved_bytes")
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise StreamingError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _batch_len(batch: Any) -> int:
+    if isinstance(batch, Mapping):
+        for value in batch.values():
+            if isinstance(value, torch.Tensor | list | tuple):
+                return len(value)
+    return len(batch)
+
+
+class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset):
+    """Streaming LeRobot v3 dataset (see the module docstring)."""
+
+    def __init__(
+        self,
+        repo_id: str | None = None,
+        *,
+        episode_pool_size: int = DEFAULT_POOL_SIZE,
+        sampling_strategy: str = "remaining",
+        prefetch_episodes: int = DEFAULT_PREFETCH_EPISODES,
+        byte_budget_gb: float = DEFAULT_BYTE_BUDGET_GB,
+        decode_threads: int = DEFAULT_DECODE_THREADS,
+        decoded_queue_size: int = DEFAULT_DECODED_QUEUE_SIZE,
+        max_num_shards: int = DEFAULT_MAX_NUM_SHARDS,
+        seed: int | None = DEFAULT_SEED,
+        rank: int | None = None,
+        world_size: int | None = None,
+        allow_order_change: bool = False,
+        **source_options: Any,
+    ) -> None:
+        super().__init__(repo_id, **source_options)
+        if sampling_strategy not in STRATEGIES:
+            raise StreamingError(
+                f"unknown streaming_sampling_strategy {sampling_strategy!r}; choose one of "
+                f"{STRATEGIES}"
+            )
+        self.episode_pool_size = _positive_int("streaming_episode_pool_size", episode_pool_size)
+        self.sampling_strategy = sampling_strategy
+        if isinstance(prefetch_episodes, bool) or not isinstance(prefetch_episodes, int) or (
+            prefetch_episodes < 0
+        ):
+            raise StreamingError(
+                f"streaming_prefetch_episodes must be an integer >= 0, got {prefetch_episodes!r}"
+            )
+        self.prefetch_episodes = prefetch_episodes
+        if not byte_budget_gb > 0:
+            raise StreamingError(f"streaming_byte_budget_gb must be > 0, got {byte_budget_gb!r}")
+        self.byte_budget_gb = float(byte_budget_gb)
+        self.decode_threads = _positive_int("streaming_decode_threads", decode_threads)
+        self.decoded_queue_size = _positive_int("streaming_decoded_queue_size", decoded_queue_size)
+        self.max_num_shards = _positive_int("max_num_shards", max_num_shards)
+        self.seed = resolve_seed(seed)
+        if rank is None and world_size is None:
+            rank, world_size = resolve_rank_and_world()
+        self.rank, self.world_size = int(rank or 0), int(world_size or 1)
+        if not 0 <= self.rank < self.world_size:
+            raise StreamingError(f"rank {self.rank} is not in range for world_size {self.world_size}")
+        self.allow_order_change = bool(allow_order_change)
+
+        table = self.episode_table
+        self.episode_lengths: dict[int, int] = {
+            int(e): int(n) for e, n in zip(table.episode_index, table.length, strict=True)
+        }
+        parquet = parquet_episode_bytes(self.store, table)
+        self.spans = episode_spans(table, self.frame_reader(), self.fps, parquet, self.tolerance_s)
+        self.episode_bytes: dict[int, int] = {ep: s.nbytes for ep, s in self.spans.items()}
+        budget = self.rank_budget_bytes
+        for ep, nbytes in self.episode_bytes.items():  # before any payload is fetched
+            if nbytes > budget:
+                raise EpisodeTooLargeError(ep, nbytes, budget)
+        self.sampler_identity = sampler_identity(self.episode_lengths, self.episode_bytes)
+        plan_shards_arrays(  # fail now, not in a worker, when ranks outnumber episodes
+            self.episode_lengths, world_size=self.world_size, num_workers=0, seed=self.seed,
+            epoch=0,
+        )
+        self.epoch = 0
+        self._tracker: ConsumptionTracker | None = None
+        self._pending_state: dict[str, Any] | None = None
+        self._position: ResumePosition | None = None
+        self._shared = mp.RawArray("q", _ROWS * len(_METRICS))
+
+    # ---- settings --------------------------------------------------------------------------
+
+    @property
+    def rank_budget_bytes(self) -> int:
+        return int(self.byte_budget_gb * 2**30)
+
+    @property
+    def pool_settings(self) -> dict[str, Any]:
+        """Every pool knob that changes the anchor order (the pool admits by bytes too)."""
+        return {"pool_size": self.episode_pool_size, "byte_budget": self.rank_budget_bytes}
+
+    def resume_settings(self, batch_size: int, num_workers: int, drop_last: bool) -> ResumeSettings:
+        return ResumeSettings(
+            seed=self.seed, strategy=self.sampling_strategy, pool_settings=self.pool_settings,
+            world_size=self.world_size, batch_size=int(batch_size),
+            num_workers=int(num_workers), drop_last=bool(drop_last),
+            sampler_identity=self.sampler_identity,
+        )
+
+    def rank_frames(self, epoch: int | None = None) -> int:
+        """Frames this rank yields in ``epoch`` (default: the current one)."""
+        report = plan_shards_arrays(
+            self.episode_lengths, world_size=self.world_size, num_workers=0, seed=self.seed,
+            epoch=self.epoch if epoch is None else epoch,
+        ).report
+        return report.rank_frames[self.rank]
+
+    def batches_per_rank(
+        self, batch_size: int, num_workers: int, drop_last: bool = False, epoch: int | None = None
+    ) -> list[int]:
+        """Batches every rank's DataLoader yields in ``epoch``.
+
+        Ranks are balanced by frames, not made equal, so the counts can differ by a few; a DDP
+        loop stops every rank at ``min(...)`` so that no rank waits alone in a collective.
+        """
+        return rank_batch_counts(
+            self.episode_lengths, self.resume_settings(batch_size, num_workers, drop_last),
+            epoch=self.epoch if epoch is None else epoch,
+        )
+
+    def __len__(self) -> int:
+        return self.rank_frames()
+
+    def __repr__(self) -> str:
+        return (
+            f"StreamingEpisodeDataset(root={self.root_url!r}, episodes={self.num_episodes}, "
+            f"frames={self.num_frames}, rank={self.rank}/{self.world_size}, epoch={self.epoch})"
+        )
+
+    # ---- epochs and resume -------------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Read ``epoch``'s order next (a resume position of another epoch is dropped)."""
+        if int(epoch) != self.epoch:
+            self._position = None
+            self._pending_state = None
+        self.epoch = int(epoch)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a checkpoint taken by :meth:`state_dict`; call before iterating.
+
+        Refuses (``ResumeMismatchError``) a checkpoint whose order settings differ, naming them,
+        unless ``allow_order_change=True`` (then the nearest epoch boundary, with a warning).
+        """
+        saved = ResumeState.from_dict(state)
+        settings = self.resume_settings(saved.batch_size, saved.num_workers, saved.drop_last)
+        position = resume_position(
+            saved, settings, self.episode_lengths, rank=self.rank,
+            allow_order_change=self.allow_order_change,
+        )
+        self._pending_state = dict(state)
+        self._position = position
+        self.epoch = position.epoch
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the training loop consumed on this rank (needs :meth:`track`)."""
+        if self._tracker is not None:
+            return self._tracker.state_dict()
+        if self._pending_state is not None:
+            return dict(self._pending_state)
+        raise StreamingError(
+            "state_dict() counts the batches the training loop consumed: iterate with "
+            "`for batch in dataset.track(loader)` to make the reader checkpointable"
+        )
+
+    def track(self, loader: Any) -> Iterator[Any]:
+        """Iterate ``loader`` (a DataLoader over this dataset) for one epoch, counting batches."""
+        if loader.dataset is not self:
+            raise StreamingError("track(loader) needs a DataLoader over this dataset")
+        if getattr(loader, "persistent_workers", False):
+            raise StreamingError(
+                "persistent_workers=True keeps the workers' old epoch and position; use "
+                "persistent_workers=False with StreamingEpisodeDataset"
+            )
+        settings = self.resume_settings(loader.batch_size or 1, loader.num_workers, loader.drop_last)
+        tracker = ConsumptionTracker(
+            settings, self.episode_lengths, rank=self.rank, epoch=self.epoch,
+            allow_order_change=self.allow_order_change,
+        )
+        if self._pending_state is not None:
+            tracker.load_state_dict(self._pending_state)
+            self._pending_state = None
+        self._tracker = tracker
+        self.epoch = tracker.epoch
+        self._position = tracker.position
+        return self._tracked(loader, tracker)
+
+    def _tracked(self, loader: Any, tracker: ConsumptionTracker) -> Iterator[Any]:
+        iterator = iter(loader)  # workers start (with this position) or the in-process iterator
+        self._position = None
+        for batch in iterator:
+            tracker.record_batch(_batch_len(batch))
+            yield batch
+        tracker.next_epoch()
+        self.epoch = tracker.epoch
+
+    # ---- metrics ------------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters summed over every worker of this dataset so far (all epochs).
+
+        ``peak_reserved_bytes`` is the largest byte reservation one worker held (its budget is
+        ``rank_budget_bytes / num_workers``).
+        """
+        width = len(_METRICS)
+        rows = np.asarray(self._shared[:], dtype=np.int64).reshape(_ROWS, width)
+        values: dict[str, Any] = {
+            name: int(rows[:, i].max() if i == _PEAK else rows[:, i].sum())
+            for i, name in enumerate(_METRICS)
+        }
+        values["refill_stall_s"] = values.pop("refill_stall_us") / 1e6
+        return values
+
+    def reset_metrics(self) -> None:
+        self._shared[:] = [0] * (_ROWS * len(_METRICS))
+
+    def _publish(self, metrics: PipelineMetrics, published: dict[str, int], row: int) -> None:
+        current = {
+            "samples": metrics.samples, "bytes_fetched": metrics.bytes_fetched,
+            "episodes_fetched": metrics.episodes_fetched, "refill_stalls": metrics.refill_stalls,
+            "refill_stall_us": int(metrics.refill_stall_s * 1e6),
+            "outside_fetches": metrics.outside_fetches,
+        }
+        base = (row % _ROWS) * len(_METRICS)
+        for i, name in enumerate(_METRICS):
+            if i == _PEAK:
+                self._shared[base + i] = max(self._shared[base + i], metrics.peak_reserved_bytes)
+            else:
+                self._shared[base + i] += current[name] - published.get(name, 0)
+        published.update(current)
+
+    # ---- pickling: the shared counters travel only to spawned/forked workers -------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_tracker"] = None
+        if mp_context.get_spawning_popen() is None:
+            state["_shared"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        if self._shared is None:
+            self._shared = mp.RawArray("q", _ROWS * len(_METRICS))
+
+    # ---- iteration ------------------------------------------------------------------------------
+
+    def _current_position(self, num_workers: int) -> ResumePosition:
+        parts = max(1, num_workers)
+        position = self._position
+        if position is None or position.epoch != self.epoch:
+            return ResumePosition(self.epoch, 0, (0,) * parts, True)
+        if len(position.worker_offsets) != parts:
+            if not any(position.worker_offsets):
+                return ResumePosition(self.epoch, 0, (0,) * parts, True)
+            raise ResumeMismatchError(
+                f"cannot resume sample-exactly: the checkpoint was taken with num_workers="
+                f"{len(position.worker_offsets) if len(position.worker_offsets) > 1 else 0}, "
+                f"the DataLoader has num_workers={num_workers}"
+            )
+        return position
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        info = get_worker_info()
+        num_workers, worker_id = (info.num_workers, info.id) if info is not None else (0, 0)
+        position = self._current_position(num_workers)
+        if info is None:
+            self._position = None  # in-process: the position is used once
+        return self._samples(position, num_workers, worker_id)
+
+    def worker_pipeline(
+        self, position: ResumePosition, num_workers: int, worker_id: int
+    ) -> EpisodePipeline | None:
+        """The pipeline DataLoader worker ``worker_id`` runs (None when the plan leaves it idle)."""
+        plan = plan_shards_arrays(
+            self.episode_lengths, world_size=self.world_size, num_workers=num_workers,
+            seed=self.seed, epoch=position.epoch,
+        ).parts[self.rank]
+        part = position.part_for_worker(worker_id)
+        if part >= len(plan):
+            return None
+        order = [int(e) for e in plan[part]]
+        cache = EpisodeByteCache.for_worker(
+            byte_budget_gb=self.byte_budget_gb, pool_size=self.episode_pool_size,
+            prefetch_episodes=self.prefetch_episodes, num_workers=num_workers,
+        )
+        cache.check_sizes({ep: self.episode_bytes[ep] for ep in order})
+        pool = EpisodePool(
+            order, self.episode_lengths, strategy=self.sampling_strategy,
+            pool_size=worker_share(self.episode_pool_size, num_workers), seed=self.seed,
+            epoch=position.epoch, rank=self.rank, worker=part,
+            episode_bytes=self.episode_bytes, byte_budget=cache.budget_bytes,
+        )
+        pool.skip(position.offset_for_worker(worker_id))
+        episodes, frames = pool.take(pool.anchors_remaining)
+        reader, table = self.frame_reader(), self.episode_table
+        spec = self._decode_spec()
+
+        def fetch(ep: int) -> EpisodePayload:
+            return fetch_episode(self.store, reader, table, self.spans[ep])
+
+        def assemble(payload: EpisodePayload, frame: int) -> dict[str, Any]:
+            def decode(key: str, path: str, stamps: list[float]) -> np.ndarray:
+                return payload.frames(reader, key, stamps, self.tolerance_s)
+
+            return assemble_sample(spec, payload.data, frame, decode)
+
+        return EpisodePipeline(
+            episodes, frames, order, self.episode_bytes, fetch=fetch, assemble=assemble,
+            cache=cache, max_num_shards=self.max_num_shards, decode_threads=self.decode_threads,
+            decoded_queue_size=self.decoded_queue_size, finish=self._transform,
+        )
+
+    def _decode_spec(self) -> Any:
+        from dataclasses import replace
+
+        return replace(self.sample_spec, image_transforms=None)  # transforms: consumer thread
+
+    def _transform(self, item: dict[str, Any]) -> dict[str, Any]:
+        if self.image_transforms is not None:
+            for key in self.camera_keys:
+                if key in item:
+                    item[key] = self.image_transforms(item[key])
+        return item
+
+    def _samples(
+        self, position: ResumePosition, num_workers: int, worker_id: int
+    ) -> Iterator[dict[str, Any]]:
+        pipeline = self.worker_pipeline(position, num_workers, worker_id)
+        if pipeline is None:
+            return
+        published: dict[str, int] = {}
+        row = 0 if get_worker_info() is None else 1 + worker_id
+        try:
+            for n, sample in enumerate(pipeline, 1):
+                if n % 64 == 0:
+                    self._publish(pipeline.metrics, published, row)
+                yield sample
+        finally:
+            pipeline.close()
+            self._publish(pipeline.metrics, published, row)
+

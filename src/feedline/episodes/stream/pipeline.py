@@ -1,0 +1,268 @@
+"""The streaming reader's threads: fetch whole episodes ahead, decode samples in parallel, in order.
+
+One :class:`EpisodePipeline` serves one worker's anchors for one epoch (the schedule comes from
+:class:`~feedline.episodes.schedule.pool.EpisodePool`; this module only executes it)::
+
+    fetch dispatcher (1 thread) ── walks the admission order, reserve() in the byte cache
+        │ (blocks while the budget is full: prefetch pauses), hands the fetch to
+        ▼
+    fetch pool (max_num_shards threads) ── Parquet rows + mini-MP4 byte ranges of whole episodes
+        ▼                                   mark_resident()
+    consumer (the iterating thread) ── takes anchors in schedule order; for a resident episode
+        │ begin_decode() and submits the sample; after an episode's last anchor, release()
+        ▼
+    decode pool (decode_threads threads) ── windows, pad masks, frames decoded from memory
+        ▼                                   end_decode() (bytes return after the last one)
+    ordered buffer (decoded_queue_size futures) ── popped in schedule order
+
+Why it cannot deadlock: reservations are made in admission order, and the pool admits an
+episode only once the earlier episodes it must displace have yielded their last anchor; those
+anchors precede, in schedule order, every anchor of the waiting episode, so their decodes were
+submitted (and end) without needing it. Why the order is exact: the buffer is a FIFO of futures
+in schedule order, whatever thread finishes first.
+
+Metrics (:class:`PipelineMetrics`): samples, bytes fetched, episodes fetched, refill stalls (the
+consumer needed an episode that was not yet fetched) and their seconds; batch-wait is measured
+by whoever consumes the batches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from feedline.episodes.errors import StreamingError
+from feedline.episodes.schedule.admission import EpisodeByteCache
+
+__all__ = ["EpisodePipeline", "PipelineMetrics"]
+
+_POLL_S = 1.0  # how often a waiting consumer re-checks that the fetch dispatcher is alive
+
+
+@dataclass
+class PipelineMetrics:
+    """Counters of one pipeline (one worker, one epoch)."""
+
+    samples: int = 0
+    bytes_fetched: int = 0
+    episodes_fetched: int = 0
+    refill_stalls: int = 0
+    refill_stall_s: float = 0.0
+    peak_reserved_bytes: int = 0
+    outside_fetches: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class EpisodePipeline:
+    """Samples of one worker's anchors, in schedule order (an iterator; ``close()`` stops threads).
+
+    ``episodes``/``frames`` are the anchors still to serve, in order; ``admission`` the episodes
+    they touch, in the pool's admission order; ``nbytes[ep]`` each one's exact payload size.
+    ``fetch(ep)`` returns a payload (called on the fetch pool), ``assemble(payload, frame)`` a
+    sample (called on the decode pool), ``finish(sample)`` runs on the consuming thread.
+    """
+
+    def __init__(
+        self,
+        episodes: np.ndarray,
+        frames: np.ndarray,
+        admission: Sequence[int],
+        nbytes: Mapping[int, int],
+        *,
+        fetch: Callable[[int], Any],
+        assemble: Callable[[Any, int], dict[str, Any]],
+        cache: EpisodeByteCache,
+        max_num_shards: int = 16,
+        decode_threads: int = 2,
+        decoded_queue_size: int = 8,
+        finish: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        metrics: PipelineMetrics | None = None,
+    ) -> None:
+        for name, value in (
+            ("max_num_shards", max_num_shards),
+            ("decode_threads", decode_threads),
+            ("decoded_queue_size", decoded_queue_size),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise StreamingError(f"{name} must be an integer >= 1, got {value!r}")
+        self._eps = episodes.tolist()
+        self._frames = frames.tolist()
+        last: dict[int, int] = {}
+        for i, ep in enumerate(self._eps):
+            last[ep] = i
+        self._last = last
+        self._admission = [int(ep) for ep in admission if int(ep) in last]
+        missing = set(last) - set(self._admission)
+        if missing:
+            raise StreamingError(f"episodes {sorted(missing)[:5]} have anchors but no admission")
+        self._nbytes = {ep: int(nbytes[ep]) for ep in self._admission}
+        self._fetch, self._assemble, self._finish = fetch, assemble, finish
+        self.cache = cache
+        self.queue_size = decoded_queue_size
+        self.metrics = metrics if metrics is not None else PipelineMetrics()
+        self._cond = threading.Condition()
+        self._fetches: dict[int, Future[Any]] = {}
+        self._dispatch_error: BaseException | None = None
+        self._dispatch_done = False
+        self._payloads: dict[int, Any] = {}
+        self._buffer: deque[Future[dict[str, Any]]] = deque()
+        self._next = 0
+        self._closed = False
+        self._fetch_pool = ThreadPoolExecutor(max_num_shards, thread_name_prefix="feedline-fetch")
+        self._decode_pool = ThreadPoolExecutor(decode_threads, thread_name_prefix="feedline-decode")
+        self._dispatcher = threading.Thread(
+            target=self._dispatch, name="feedline-admission", daemon=True
+        )
+        self._dispatcher.start()
+
+    # ---- fetch side ------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        try:
+            for ep in self._admission:
+                if self._closed:
+                    return
+                self.cache.reserve(ep, self._nbytes[ep])
+                future = self._fetch_pool.submit(self._fetch_one, ep)
+                with self._cond:
+                    self._fetches[ep] = future
+                    self._cond.notify_all()
+        except BaseException as exc:  # surfaced to the consumer, which re-raises it
+            with self._cond:
+                if not self._closed:
+                    self._dispatch_error = exc
+        finally:
+            with self._cond:
+                self._dispatch_done = True
+                self._cond.notify_all()
+
+    def _fetch_one(self, ep: int) -> Any:
+        try:
+            payload = self._fetch(ep)
+        except BaseException:
+            self.cache.abandon(ep)
+            raise
+        self.cache.mark_resident(ep)
+        with self._cond:
+            self.metrics.bytes_fetched += int(getattr(payload, "fetched_bytes", 0))
+            self.metrics.episodes_fetched += 1
+            self.metrics.peak_reserved_bytes = max(
+                self.metrics.peak_reserved_bytes, self.cache.peak_reserved_bytes
+            )
+        return payload
+
+    def _fetch_future(self, ep: int, wait: bool) -> Future[Any] | None:
+        with self._cond:
+            while ep not in self._fetches:
+                if self._dispatch_error is not None:
+                    raise self._dispatch_error
+                if self._dispatch_done or self._closed:
+                    raise StreamingError(f"episode {ep} was never scheduled for fetching")
+                if not wait:
+                    return None
+                self._cond.wait(_POLL_S)
+            return self._fetches[ep]
+
+    # ---- decode side -----------------------------------------------------------------------
+
+    def _decode_one(self, ep: int, payload: Any, frame: int) -> dict[str, Any]:
+        try:
+            return self._assemble(payload, frame)
+        finally:
+            self.cache.end_decode(ep)
+
+    def _payload(self, ep: int, block: bool) -> Any:
+        """The fetched payload of ``ep``; None if it is not ready and ``block`` is false."""
+        payload = self._payloads.get(ep)
+        if payload is not None:
+            return payload
+        future = self._fetch_future(ep, wait=False)
+        if future is None or not future.done():
+            if not block:
+                return None
+            self.metrics.refill_stalls += 1  # the consumer waits for a fetch: a refill stall
+            started = time.perf_counter()
+            while future is None:
+                future = self._fetch_future(ep, wait=True)
+            payload = future.result()
+            self.metrics.refill_stall_s += time.perf_counter() - started
+        else:
+            payload = future.result()
+        with self._cond:
+            self._fetches.pop(ep, None)
+        self._payloads[ep] = payload
+        return payload
+
+    def _fill(self) -> None:
+        """Submit anchors in order while the buffer has room; block only when it is empty."""
+        while len(self._buffer) < self.queue_size and self._next < len(self._eps):
+            ep, frame = self._eps[self._next], self._frames[self._next]
+            payload = self._payload(ep, block=not self._buffer)
+            if payload is None:
+                return
+            self.cache.begin_decode(ep)
+            self._buffer.append(self._decode_pool.submit(self._decode_one, ep, payload, frame))
+            if self._last[ep] == self._next:
+                self.cache.release(ep)  # bytes return once its submitted decodes end
+                del self._payloads[ep]
+                self.metrics.outside_fetches += int(getattr(payload, "outside_fetches", 0))
+            self._next += 1
+
+    # ---- iteration -------------------------------------------------------------------------
+
+    def __iter__(self) -> EpisodePipeline:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        if self._closed:
+            raise StopIteration
+        try:
+            self._fill()
+            if not self._buffer:
+                self.close()
+                raise StopIteration
+            sample = self._buffer.popleft().result()
+            self.metrics.samples += 1
+        except StopIteration:
+            raise
+        except BaseException:
+            self.close()
+            raise
+        return self._finish(sample) if self._finish is not None else sample
+
+    @property
+    def remaining(self) -> int:
+        """Samples not yet returned (submitted or not)."""
+        return len(self._eps) - self._next + len(self._buffer)
+
+    def close(self) -> None:
+        """Stop the dispatcher and the pools; undelivered samples are dropped (never counted)."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify_all()
+        self.metrics.peak_reserved_bytes = max(
+            self.metrics.peak_reserved_bytes, self.cache.peak_reserved_bytes
+        )
+        self.cache.close()
+        for future in self._buffer:
+            future.cancel()
+        self._buffer.clear()
+        self._payloads.clear()
+        self._fetch_pool.shutdown(wait=False, cancel_futures=True)
+        self._decode_pool.shutdown(wait=False, cancel_futures=True)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()

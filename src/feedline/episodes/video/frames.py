@@ -1,0 +1,254 @@
+"""Frame-exact video reads from any store: sidecar index → sample span → mini-MP4 → PyAV decode.
+
+:class:`VideoFrameReader` is what the map-style dataset (and later the streaming reader) calls.
+It never downloads a whole video: the sample index comes from the MP4 sidecar (built once per
+revision, see :mod:`feedline.episodes.video.sidecar`), each request fetches only the GOPs holding its
+frames, and decoded frames are checked against the exact presentation ticks from the index.
+Decoded GOP spans are kept in a small LRU so neighbouring requests (consecutive samples of one
+episode) decode each GOP once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import av
+import numpy as np
+
+from feedline.episodes.errors import SidecarError
+from feedline.episodes.video.index import IndexProvider
+from feedline.episodes.video.minimp4 import (
+    SPAN_MODES,
+    MiniMp4,
+    SpanPlan,
+    covering_spans,
+    decode_span,
+    fetch_span,
+    nearest_samples,
+    plan_span,
+    samples_between,
+)
+from feedline.episodes.video.mp4.table import SampleTable
+from feedline.io import Store
+
+DEFAULT_TOLERANCE_S = 1e-4  # LeRobot's default tolerance_s
+
+# Decoded frames hold FFmpeg buffers whose release can block forever in a forked child (the
+# decoder threads they belong to do not exist there; seen with libdav1d in DataLoader workers
+# under the fork context). A child therefore never frees what it inherited: it parks the
+# inherited caches here and starts with empty ones.
+_LIVE_READERS: weakref.WeakSet[VideoFrameReader] = weakref.WeakSet()
+_INHERITED_FROM_PARENT: list[object] = []
+
+
+def _park_inherited_frames() -> None:
+    for reader in list(_LIVE_READERS):
+        _INHERITED_FROM_PARENT.append(reader._decoded)
+        reader._decoded = OrderedDict()
+        reader._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_park_inherited_frames)
+
+
+class VideoFrameReader:
+    """Frames of the MP4s below one dataset root, at exact video timestamps.
+
+    ``video_paths`` are the files that will be used (only their index entries are prepared up
+    front; others are prepared on first use). ``revision`` keys the sidecar and index caches.
+    ``decoder_cache_size`` bounds the decoded GOP spans kept (LRU). Thread-safe; picklable when
+    its store is (a DataLoader worker maps the index its parent validated, without relisting). ``span_mode`` picks how far each fetched span
+    runs (:data:`~feedline.episodes.video.minimp4.SPAN_MODES`): ``"gop"`` (default) suits sequential
+    reads, ``"minimal"`` random single frames of long-GOP (H.264) videos.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        revision: str | None = None,
+        video_paths: list[str] | None = None,
+        lock_timeout_s: float = 1800.0,
+        decoder_cache_size: int = 8,
+        sidecar_workers: int = 4,
+        span_mode: str = "gop",
+    ) -> None:
+        self.store = store
+        self.revision = revision
+        self.video_paths = None if video_paths is None else list(video_paths)
+        self.lock_timeout_s = lock_timeout_s
+        self.decoder_cache_size = max(0, int(decoder_cache_size))
+        self.sidecar_workers = sidecar_workers
+        if span_mode not in SPAN_MODES:
+            raise ValueError(f"span_mode {span_mode!r} is not one of {SPAN_MODES}")
+        self.span_mode = span_mode
+        self._provider = IndexProvider(
+            store, revision=revision, lock_timeout_s=lock_timeout_s, workers=sidecar_workers
+        )
+        self._init_runtime()
+        if self.video_paths:
+            self._prepare(self.video_paths)
+
+    # -- pickling: drop caches and mmaps; workers rebuild them on first use ----------------
+    def _init_runtime(self) -> None:
+        self._tables: dict[str, SampleTable] = {}
+        self._decoded: OrderedDict[tuple[str, int, int], dict[int, av.VideoFrame]] = OrderedDict()
+        self._lock = threading.RLock()
+        _LIVE_READERS.add(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for key in ("_tables", "_decoded", "_lock"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    # -- index -------------------------------------------------------------------------------
+    def _prepare(self, paths: list[str]) -> None:
+        with self._lock:
+            missing = [p for p in paths if p not in self._tables]
+            if missing:
+                self._tables.update(self._provider.tables(missing))
+
+    def table(self, video_path: str) -> SampleTable:
+        """The sample table of one video (prepared on first use)."""
+        table = self._tables.get(video_path)
+        if table is None:
+            self._prepare([video_path])
+            table = self._tables[video_path]
+        return table
+
+    def _name(self, video_path: str) -> str:
+        return self.store.url(video_path)
+
+    # -- planning ----------------------------------------------------------------------------
+    def span_plans(
+        self, video_path: str, t0: float, t1: float, tolerance_s: float = DEFAULT_TOLERANCE_S
+    ) -> list[SpanPlan]:
+        """The mini-MP4s that hold every frame with ``t0 <= pts <= t1`` (usually exactly one)."""
+        table = self.table(video_path)
+        samples = samples_between(table, t0, t1, tolerance_s)
+        if len(samples) == 0:
+            raise SidecarError(f"{self._name(video_path)}: no frame between {t0!r} s and {t1!r} s")
+        return [plan_span(table, a, b) for a, b in covering_spans(table, samples, self._name(video_path), self.span_mode)]
+
+    def span_bytes(
+        self, video_path: str, t0: float, t1: float, tolerance_s: float = DEFAULT_TOLERANCE_S
+    ) -> int:
+        """Exact size of the synthesized mini-MP4(s) for the frames in ``[t0, t1]``.
+
+        An episode's frames run from its ``from_timestamp`` to ``to_timestamp - 1/fps``.
+        """
+        return sum(plan.size for plan in self.span_plans(video_path, t0, t1, tolerance_s))
+
+    def fetch(self, video_path: str, plan: SpanPlan) -> MiniMp4:
+        """Fetch and assemble one planned mini-MP4 (exactly ``plan.size`` bytes)."""
+        return fetch_span(self.store, video_path, self.table(video_path), plan)
+
+    # -- decoding ----------------------------------------------------------------------------
+    def frames_at(
+        self,
+        video_path: str,
+        timestamps_s: Sequence[float],
+        tolerance_s: float = DEFAULT_TOLERANCE_S,
+    ) -> np.ndarray:
+        """``uint8 [T, H, W, 3]`` RGB frames, the decoded frame nearest each timestamp.
+
+        A timestamp with no frame within ``tolerance_s`` raises :class:`FrameTimestampError`
+        naming the file, the wanted time and the nearest available one.
+        """
+        table = self.table(video_path)
+        name = self._name(video_path)
+        samples = nearest_samples(table, name, timestamps_s, tolerance_s)
+        ticks = table.pts_ticks[samples].tolist()
+        found: dict[int, av.VideoFrame] = {}
+        pending = []
+        for sample, tick in zip(samples.tolist(), ticks, strict=True):
+            frame = self._cached(video_path, table, sample, tick)
+            if frame is None:
+                pending.append(sample)
+            else:
+                found[tick] = frame
+        if pending:
+            for first, last in covering_spans(table, np.asarray(pending), name, self.span_mode):
+                plan = plan_span(table, first, last)
+                decoded = decode_span(fetch_span(self.store, video_path, table, plan), name)
+                found.update(decoded)
+                self._remember((video_path, first, last), decoded)
+        return self._to_rgb(found, ticks)
+
+    def frames_from(
+        self,
+        video_path: str,
+        mini: MiniMp4,
+        timestamps_s: Sequence[float],
+        tolerance_s: float = DEFAULT_TOLERANCE_S,
+    ) -> np.ndarray:
+        """Like :meth:`frames_at`, but decode an already fetched mini-MP4 (no I/O).
+
+        For readers that fetch ahead (the byte-budgeted streaming path) and decode later; every
+        timestamp must fall inside ``mini``'s span.
+        """
+        table = self.table(video_path)
+        name = self._name(video_path)
+        samples = nearest_samples(table, name, timestamps_s, tolerance_s)
+        ticks = table.pts_ticks[samples].tolist()
+        inside = set(mini.plan.pts_ticks.tolist())
+        outside = [t for t, tick in zip(timestamps_s, ticks, strict=True) if tick not in inside]
+        if outside:
+            raise SidecarError(
+                f"{name}: t={float(outside[0])!r} s is not inside the mini-MP4 of samples "
+                f"{mini.plan.first}..{mini.plan.last}"
+            )
+        key = (video_path, mini.plan.first, mini.plan.last)
+        with self._lock:
+            decoded = self._decoded.get(key)
+        if decoded is None:
+            decoded = decode_span(mini, name)
+            self._remember(key, decoded)
+        return self._to_rgb(decoded, ticks)
+
+    def _to_rgb(self, frames: dict[int, av.VideoFrame], ticks: list[int]) -> np.ndarray:
+        rgb: dict[int, np.ndarray] = {}
+        # A cached frame may be converted by two threads at once, and PyAV keeps one converter
+        # per frame: two threads inside it hang in FFmpeg. Conversion is serialised; decoding
+        # of different spans still runs in parallel.
+        with self._lock:
+            for tick in ticks:
+                if tick not in rgb:
+                    rgb[tick] = frames[tick].to_ndarray(format="rgb24")
+        if not ticks:
+            return np.empty((0, 0, 0, 3), dtype=np.uint8)
+        return np.stack([rgb[tick] for tick in ticks])
+
+    def _cached(self, video_path: str, table: SampleTable, sample: int, tick: int) -> av.VideoFrame | None:
+        with self._lock:
+            for key, frames in self._decoded.items():
+                path, first, last = key
+                if path == video_path and first <= sample <= last and tick in frames:
+                    self._decoded.move_to_end(key)
+                    return frames[tick]
+        return None
+
+    def _remember(self, key: tuple[str, int, int], frames: dict[int, av.VideoFrame]) -> None:
+        if self.decoder_cache_size == 0:
+            return
+        with self._lock:
+            self._decoded[key] = frames
+            self._decoded.move_to_end(key)
+            while len(self._decoded) > self.decoder_cache_size:
+                self._decoded.popitem(last=False)
+
+    def clear_cache(self) -> None:
+        """Drop decoded spans (the index stays)."""
+        with self._lock:
+            self._decoded.clear()

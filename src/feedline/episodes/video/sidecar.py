@@ -1,0 +1,416 @@
+"""The MP4 sidecar (schema v3): one archive per dataset revision indexing every camera file.
+
+Archive = NPZ (a zip of ``.npy`` members, readable with ``numpy.load``) holding, per source
+video ``s<i>/<column>.npy`` with canonical int64 columns (``offset, size, dts, ctts,
+pts_ticks, sync, presented``) plus float64 ``pts`` (bit-identical to PyAV's ``frame.time``), and
+``meta.json``: schema version, revision, root, whether it covers the whole dataset, a content id,
+and per source its path, size, fingerprint and track facts (codec config, timescale, edit list).
+
+Lifecycle (:func:`ensure_sidecar`): the local revision-keyed cache under ``feedline_home()``,
+else a valid published sidecar (``meta/mp4-sidecars/`` in the dataset root), else build
+locally under a process lock and install atomically. A source is valid only if its fingerprint
+from a fresh listing equals the recorded one, so a video replaced at the same path (same size
+too) is re-indexed; a store without fingerprints re-indexes on every open. Training never
+writes to the dataset: publishing is the CLI's explicit ``--push``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import posixpath
+import tempfile
+import zipfile
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from feedline.episodes.errors import SidecarError
+from feedline.episodes.video.mp4.table import INT_COLUMNS, SampleTable, TrackInfo, read_table
+from feedline.io import (
+    LockTimeout,
+    ObjectInfo,
+    Store,
+    StoreError,
+    atomic_write,
+    feedline_home,
+    open_store,
+    process_lock,
+)
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 3
+FORMAT_NAME = "feedline-mp4-sidecar"
+#: The schema is part of the file name, so an older schema never shadows (or is read as) this one.
+SIDECAR_NAME = f"sidecar-v{SCHEMA_VERSION}.npz"
+PUBLISHED_DIR = "meta/mp4-sidecars"
+PUBLISHED_PATH = f"{PUBLISHED_DIR}/{SIDECAR_NAME}"
+HUB_SIDECAR_BRANCH = "lerobot-sidecars"
+DEFAULT_WORKERS = 4
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed member times: same content, same bytes
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """One indexed video inside a sidecar."""
+
+    path: str
+    key: str
+    size: int
+    fingerprint: str | None
+    samples: int
+    info: TrackInfo
+
+
+class Sidecar:
+    """A loaded sidecar archive; arrays are read lazily per source."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        try:
+            self._npz = np.load(self.path, allow_pickle=False)
+            meta = json.loads(self._npz["meta.json"])
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            raise SidecarError(f"{self.path}: not a readable MP4 sidecar ({exc})") from None
+        if meta.get("format") != FORMAT_NAME or meta.get("schema_version") != SCHEMA_VERSION:
+            raise SidecarError(
+                f"{self.path}: sidecar schema {meta.get('schema_version')!r}, this feedline reads "
+                f"schema {SCHEMA_VERSION}; rebuild it with `feedline build-sidecar`"
+            )
+        self.meta: dict[str, Any] = meta
+        self.revision: str | None = meta.get("revision")
+        self.complete: bool = bool(meta.get("complete"))
+        self.content_id: str = meta["content_id"]
+        self.entries: dict[str, SourceEntry] = {
+            s["path"]: SourceEntry(
+                s["path"], s["key"], int(s["size"]), s["fingerprint"], int(s["samples"]),
+                TrackInfo.from_json(s["info"]),
+            )
+            for s in meta["sources"]
+        }
+
+    def close(self) -> None:
+        self._npz.close()
+
+    def table(self, path: str) -> SampleTable:
+        entry = self.entries[path]
+        cols = {name: self._npz[f"{entry.key}/{name}"] for name in (*INT_COLUMNS, "pts")}
+        return SampleTable(
+            info=entry.info,
+            offset=cols["offset"],
+            size=cols["size"],
+            dts=cols["dts"],
+            ctts=cols["ctts"],
+            pts_ticks=cols["pts_ticks"],
+            pts=cols["pts"],
+            sync=cols["sync"].astype(bool),
+            presented=cols["presented"].astype(bool),
+        )
+
+    def stale(self, current: dict[str, ObjectInfo]) -> list[str]:
+        """Paths of ``current`` this sidecar lacks or indexes from a different object."""
+        return [p for p, info in current.items() if not _entry_valid(self.entries.get(p), info)]
+
+
+def _entry_valid(entry: SourceEntry | None, info: ObjectInfo) -> bool:
+    return (
+        entry is not None
+        and info.fingerprint is not None
+        and entry.fingerprint == info.fingerprint
+        and entry.size == info.size
+    )
+
+
+def try_load(path: Path) -> Sidecar | None:
+    """The sidecar at ``path``, or None if missing, unreadable or of another schema."""
+    if not path.is_file():
+        return None
+    try:
+        return Sidecar(path)
+    except SidecarError as exc:
+        log.warning("ignoring %s", exc)
+        return None
+
+
+# ------------------------------------------------------------------------------------ listing
+
+
+def current_objects(store: Store, paths: Iterable[str]) -> dict[str, ObjectInfo]:
+    """Size and fingerprint of each path, from one fresh listing where the store can list.
+
+    Stores that cannot list (HTTP) are stat'ed per file. A missing video is an error.
+    """
+    wanted = sorted(set(paths))
+    if not wanted:
+        return {}
+    prefix = posixpath.commonpath([posixpath.dirname(p) or "." for p in wanted])
+    prefix = "" if prefix == "." else prefix
+    found: dict[str, ObjectInfo] = {}
+    try:
+        for info in store.list(prefix):
+            found[info.path] = info
+    except StoreError:
+        pass
+    missing = [p for p in wanted if p not in found]
+    if missing:
+        with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
+            for path, info in zip(missing, pool.map(_stat_or_fail(store), missing), strict=True):
+                found[path] = info
+    return {p: found[p] for p in wanted}
+
+
+def _stat_or_fail(store: Store) -> Callable[[str], ObjectInfo]:
+    def stat(path: str) -> ObjectInfo:
+        try:
+            return store.stat(path)
+        except StoreError as exc:
+            raise SidecarError(f"{store.url(path)}: cannot index this video: {exc}") from exc
+
+    return stat
+
+
+def list_videos(store: Store, prefix: str = "videos") -> list[str]:
+    """Every ``*.mp4`` below ``prefix`` (stores that can list only)."""
+    try:
+        return [i.path for i in store.list(prefix) if i.path.endswith(".mp4")]
+    except StoreError as exc:
+        raise SidecarError(f"{store.url(prefix)}: cannot list the videos ({exc}); pass video_paths") from exc
+
+
+# ------------------------------------------------------------------------------------ building
+
+
+def parse_source(store: Store, path: str, info: ObjectInfo) -> SampleTable:
+    """Index one video: a few range reads to find and read its moov, then the tables."""
+    return read_table(lambda s, e: store.read_range(path, s, e), info.size, store.url(path))
+
+
+def _write_npy(zf: zipfile.ZipFile, name: str, array: np.ndarray, digest: Any) -> None:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.ascontiguousarray(array), allow_pickle=False)
+    data = buf.getvalue()
+    digest.update(name.encode() + b"\0" + data)
+    member = zipfile.ZipInfo(name + ".npy", _ZIP_TIME)
+    member.compress_type = zipfile.ZIP_DEFLATED
+    zf.writestr(member, data, compresslevel=6)
+
+
+def _source_json(path: str, key: str, info: ObjectInfo | SourceEntry, table: SampleTable) -> dict[str, Any]:
+    return {
+        "path": path,
+        "key": key,
+        "size": int(info.size),
+        "fingerprint": info.fingerprint,
+        "samples": len(table),
+        "info": table.info.to_json(),
+    }
+
+
+def write_sidecar(
+    target: Path,
+    store: Store,
+    current: dict[str, ObjectInfo],
+    *,
+    revision: str | None,
+    complete: bool = False,
+    reuse: Sidecar | None = None,
+    workers: int = DEFAULT_WORKERS,
+    max_held: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    parse: Callable[[Store, str, ObjectInfo], SampleTable] = parse_source,
+) -> Sidecar:
+    """Build the archive for ``current`` into ``target`` (atomically) and load it.
+
+    Entries of ``reuse`` that are still valid are copied; the rest are parsed with ``workers``
+    threads. At most ``max_held`` parse results (default ``2 * workers``) are held at once: each
+    finished source goes straight into the temporary archive, in path order.
+    """
+    workers = max(1, int(workers))
+    max_held = max(1, int(max_held or 2 * workers))
+    paths = sorted(current)
+    todo = [p for p in paths if reuse is None or not _entry_valid(reuse.entries.get(p), current[p])]
+    carried = [p for p in paths if p not in todo]
+    if reuse is not None:  # keep other valid entries of the previous archive too
+        carried += sorted(p for p in reuse.entries if p not in current)
+    if todo:
+        log.debug(  # the opener already said so at WARNING; the CLI shows a progress bar
+            "building the MP4 sidecar for %d video(s) of %s (%d reused)",
+            len(todo), store.url(), len(carried),
+        )
+    digest = hashlib.sha256()
+    sources: list[dict[str, Any]] = []
+    with atomic_write(target) as handle, zipfile.ZipFile(handle, "w", allowZip64=True) as zf:
+
+        def add(path: str, table: SampleTable, info: ObjectInfo | SourceEntry) -> None:
+            key = f"s{len(sources)}"
+            for column in INT_COLUMNS:
+                _write_npy(zf, f"{key}/{column}", np.asarray(getattr(table, column), dtype=np.int64), digest)
+            _write_npy(zf, f"{key}/pts", np.asarray(table.pts, dtype=np.float64), digest)
+            sources.append(_source_json(path, key, info, table))
+            if progress is not None:
+                progress(path)
+
+        for path in carried:
+            assert reuse is not None
+            add(path, reuse.table(path), reuse.entries[path])
+        for path, table in _parse_in_order(store, todo, current, workers, max_held, parse):
+            add(path, table, current[path])
+        meta = {
+            "format": FORMAT_NAME,
+            "schema_version": SCHEMA_VERSION,
+            "revision": revision,
+            "root": store.url(),
+            "complete": complete,
+            "sources": sources,
+        }
+        digest.update(json.dumps(meta, sort_keys=True).encode())
+        meta["content_id"] = digest.hexdigest()
+        member = zipfile.ZipInfo("meta.json", _ZIP_TIME)
+        member.compress_type = zipfile.ZIP_DEFLATED
+        zf.writestr(member, json.dumps(meta, indent=1, sort_keys=True).encode())
+    return Sidecar(target)
+
+
+def _parse_in_order(
+    store: Store,
+    paths: list[str],
+    current: dict[str, ObjectInfo],
+    workers: int,
+    max_held: int,
+    parse: Callable[[Store, str, ObjectInfo], SampleTable],
+) -> Iterator[tuple[str, SampleTable]]:
+    if not paths:
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sidecar") as pool:
+        window: deque[tuple[str, Future[SampleTable]]] = deque()
+        queue = iter(paths)
+        try:
+            for path in queue:
+                window.append((path, pool.submit(parse, store, path, current[path])))
+                if len(window) >= max_held:
+                    done_path, future = window.popleft()
+                    yield done_path, future.result()
+            while window:
+                done_path, future = window.popleft()
+                yield done_path, future.result()
+        finally:
+            for _, future in window:
+                future.cancel()
+
+
+# ------------------------------------------------------------------------------------ lifecycle
+
+
+def cache_path(store: Store, revision: str | None) -> Path:
+    """The local cache file for (root, revision); two revisions never share one."""
+    root = store.url()
+    slug = "".join(c if c.isalnum() else "-" for c in root.split("://")[-1])[-48:].strip("-")
+    root_key = f"{slug}-{hashlib.sha256(root.encode()).hexdigest()[:12]}"
+    rev = "".join(c if c.isalnum() or c in "._-" else "-" for c in (revision or "_default"))
+    return feedline_home() / "mp4-sidecars" / root_key / rev / SIDECAR_NAME
+
+
+def hub_sidecar_path(commit: str) -> str:
+    """Where a Hub dataset's sidecar lives on the ``lerobot-sidecars`` branch (per source commit)."""
+    return f"{PUBLISHED_DIR}/{commit}/{SIDECAR_NAME}"
+
+
+def _published_location(store: Store) -> tuple[Store, str]:
+    """The dataset root's ``meta/mp4-sidecars/``, or the sidecar branch for a Hub dataset repo."""
+    root = store.url()
+    if root.startswith("hf://datasets/"):
+        try:
+            from huggingface_hub import HfApi
+
+            repo, _, rev = root[len("hf://datasets/") :].rstrip("/").partition("@")
+            commit = HfApi().dataset_info(repo, revision=rev or None).sha
+            if commit:
+                branch = open_store(f"hf://datasets/{repo}@{HUB_SIDECAR_BRANCH}")
+                return branch, hub_sidecar_path(commit)
+        except Exception as exc:  # offline, no such branch, auth: fall back to building
+            log.info("no published sidecar branch for %s (%s)", root, exc)
+    return store, PUBLISHED_PATH
+
+
+def _published(store: Store, current: dict[str, ObjectInfo]) -> Sidecar | None:
+    """A published sidecar of the dataset, copied locally, if one exists and is readable."""
+    where, path = _published_location(store)
+    try:
+        if not where.exists(path):
+            return None
+        data = where.read_bytes(path)
+    except StoreError as exc:
+        log.info("no published sidecar at %s (%s)", where.url(path), exc)
+        return None
+    fd, name = tempfile.mkstemp(prefix="published-", suffix=".npz")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    sidecar = try_load(Path(name))
+    if sidecar is None:
+        os.unlink(name)
+    return sidecar
+
+
+def ensure_sidecar(
+    store: Store,
+    paths: Iterable[str],
+    *,
+    revision: str | None = None,
+    lock_timeout_s: float = 1800.0,
+    workers: int = DEFAULT_WORKERS,
+    current: dict[str, ObjectInfo] | None = None,
+    parse: Callable[[Store, str, ObjectInfo], SampleTable] = parse_source,
+) -> tuple[Sidecar, dict[str, ObjectInfo]]:
+    """A sidecar valid for every path (cache → published → build under lock), and the listing."""
+    current = current_objects(store, paths) if current is None else current
+    target = cache_path(store, revision)
+    cached = try_load(target)
+    if cached is not None:
+        if not cached.stale(current):
+            return cached, current
+        cached.close()
+    # Without fingerprints nothing published can be validated, so do not even download it.
+    identified = all(info.fingerprint is not None for info in current.values())
+    published = _published(store, current) if identified else None
+    lock = target.with_name(target.name + ".lock")
+    try:
+        with process_lock(lock, lock_timeout_s):
+            if published is not None and not published.stale(current):
+                with atomic_write(target) as handle:
+                    handle.write(published.path.read_bytes())
+                log.info("using the published MP4 sidecar of %s", store.url())
+                return Sidecar(target), current
+            cached = try_load(target)  # another process may have built it while we waited
+            if cached is not None and not cached.stale(current):
+                return cached, current
+            base = cached if cached is not None else published
+            log.warning(
+                "building the MP4 sidecar index of %s for %d video(s) (once per revision and "
+                "video; later opens reuse %s)", store.url(), len(current), target,
+            )
+            try:
+                built = write_sidecar(
+                    target, store, current, revision=revision, reuse=base, workers=workers, parse=parse
+                )
+            finally:
+                if cached is not None:
+                    cached.close()
+            return built, current
+    except LockTimeout as exc:
+        raise SidecarError(
+            f"waiting for another process to build the MP4 sidecar of {store.url()}: {exc}; "
+            "raise streaming_sidecar_lock_timeout_s or build it ahead with `feedline build-sidecar`"
+        ) from exc
+    finally:
+        if published is not None:  # a temporary local copy
+            published.close()
+            published.path.unlink(missing_ok=True)

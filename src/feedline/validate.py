@@ -1,0 +1,37 @@
+"""One validator for the integer settings every part takes (pool sizes, workers, batch sizes).
+
+``bool`` is refused although it is an ``int`` subclass: ``pool_size=True`` is a caller's bug.
+The caller passes the name the *user* typed (a Python keyword, or a ``--flag`` in the CLI) and its
+part's error class, so the message points at the right knob and ``except EpisodesError`` (etc.)
+still catches it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from feedline.errors import FeedlineError
+
+
+def check_int(
+    name: str,
+    value: Any,
+    *,
+    minimum: int | None = None,
+    error: type[Exception] = FeedlineError,
+) -> int:
+    """``value`` if it is an integer ``>= minimum``; otherwise raise ``error`` naming ``name``.
+
+    Args:
+        name: the setting as the caller spelled it (``"episode_pool_size"``,
+            ``"--dataset.streaming_episode_pool_size"``).
+        value: what was given.
+        minimum: smallest allowed value; ``None`` allows any integer.
+        error: the exception class to raise (the calling part's error type).
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        bound = "" if minimum is None else f" >= {minimum}"
+        raise error(f"{name} must be an integer{bound}, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise error(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value

@@ -1,0 +1,142 @@
+"""``feedline dedup`` end to end on real .jsonl / .jsonl.gz / .jsonl.zst files."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+import zstandard
+
+from feedline.cli import main
+from feedline.dedup.engine import DedupConfig, dedup_texts
+
+from .planted_corpus import make_corpus
+
+FEEDLINE = str(Path(sys.executable).with_name("feedline"))
+
+
+def _write_shards(root: Path) -> tuple[list[dict], list[Path]]:
+    corpus = make_corpus(400, 120, 40, seed=21)
+    docs = [
+        {"id": doc_id, "text": text, "meta": {"n": i}}
+        for i, (doc_id, text) in enumerate(zip(corpus.ids, corpus.texts, strict=True))
+    ]
+    lines = [orjson.dumps(d) for d in docs]
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    paths = [
+        root / "a" / "part-0.jsonl",
+        root / "a" / "part-1.jsonl.gz",
+        root / "b" / "part-0.jsonl.zst",
+    ]
+    paths[0].write_bytes(b"\n".join(lines[:200]) + b"\n")
+    paths[1].write_bytes(gzip.compress(b"\n".join(lines[200:400]) + b"\n"))
+    paths[2].write_bytes(zstandard.ZstdCompressor().compress(b"\n".join(lines[400:]) + b"\n"))
+    return docs, paths
+
+
+def _read_zst(path: Path) -> list[dict]:
+    with open(path, "rb") as f:
+        data = zstandard.ZstdDecompressor().stream_reader(f).read()
+    return [orjson.loads(line) for line in data.splitlines()]
+
+
+def test_cli_end_to_end(tmp_path: Path) -> None:
+    docs, _paths = _write_shards(tmp_path / "in")
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [FEEDLINE, "dedup", str(tmp_path / "in" / "**" / "*.jsonl*"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "kept" in result.stdout
+    expected = dedup_texts([d["id"] for d in docs], [d["text"] for d in docs], DedupConfig())
+    verdict_lines = [orjson.loads(x) for x in (out / "verdicts.jsonl").read_bytes().splitlines()]
+    assert [v["id"] for v in verdict_lines] == [d["id"] for d in docs]
+    assert [v["verdict"] for v in verdict_lines] == [str(v) for v in expected]
+    assert {v["shard"] for v in verdict_lines} == {
+        "a/part-0.jsonl.zst",
+        "a/part-1.jsonl.zst",
+        "b/part-0.jsonl.zst",
+    }
+    # kept documents, byte-for-byte the same objects, in order, split by shard
+    kept = (
+        _read_zst(out / "a" / "part-0.jsonl.zst")
+        + _read_zst(out / "a" / "part-1.jsonl.zst")
+        + _read_zst(out / "b" / "part-0.jsonl.zst")
+    )
+    assert kept == [d for d, v in zip(docs, expected, strict=True) if v.kept]
+    summary = orjson.loads((out / "dedup.json").read_bytes())
+    totals = summary["totals"]
+    assert totals["documents"] == len(docs)
+    assert totals["kept"] == len(kept)
+    assert totals["near_dup"] == sum(v.kind == "near_dup" for v in expected) > 30
+    assert totals["exact_dup"] == sum(v.kind == "exact_dup" for v in expected) >= 40
+    assert summary["parameters"] == {**DedupConfig().to_dict()}
+    assert [s["documents"] for s in summary["shards"]] == [200, 200, len(docs) - 400]
+    assert not list(out.rglob("*.tmp"))
+    # a rerun gives identical verdicts (same seed)
+    assert (
+        main(["dedup", str(tmp_path / "in" / "**" / "*.jsonl*"), "--out", str(tmp_path / "o2")])
+        == 0
+    )
+    again = orjson.loads((tmp_path / "o2" / "dedup.json").read_bytes())
+    assert again["verdicts_sha256"] == summary["verdicts_sha256"]
+
+
+def test_cli_explicit_banding_and_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write_shards(tmp_path / "in")
+    args = ["dedup", str(tmp_path / "in" / "a" / "*"), "--out", str(tmp_path / "o")]
+    assert main([*args, "--bands", "32", "--rows", "4", "--seed", "9", "--threshold", "0.7"]) == 0
+    summary = orjson.loads((tmp_path / "o" / "dedup.json").read_bytes())
+    assert summary["parameters"]["bands"] == 32 and summary["parameters"]["seed"] == 9
+    assert "32x4 bands" in capsys.readouterr().out
+
+
+def test_cli_errors_leave_no_partial_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "good.jsonl"
+    good.write_bytes(b'{"id": "1", "text": "some text here"}\n')
+    bad = tmp_path / "z-bad.jsonl"
+    bad.write_bytes(b'{"id": "2", "text": "fine"}\n{"id": "3", "text": \n')
+    out = tmp_path / "out"
+    rc = subprocess.run(
+        [FEEDLINE, "dedup", str(good), str(bad), "--out", str(out)], capture_output=True, text=True
+    )
+    assert rc.returncode == 1
+    err = rc.stderr.strip().splitlines()
+    assert len(err) == 1 and "z-bad.jsonl" in err[0] and "line 2" in err[0]
+    assert not (out / "dedup.json").exists() and not (out / "verdicts.jsonl").exists()
+    assert not list(out.glob("*.tmp")) and not list(out.glob(".*.tmp"))
+    # skipping bad lines finishes
+    assert main(["dedup", str(good), str(bad), "--out", str(out), "--skip-bad-lines"]) == 0
+    assert orjson.loads((out / "dedup.json").read_bytes())["totals"]["documents"] == 2
+
+    notext = tmp_path / "notext.jsonl"
+    notext.write_bytes(b'{"id": "1", "body": "x"}\n')
+    rc = subprocess.run(
+        [FEEDLINE, "dedup", str(notext), "--out", str(tmp_path / "o3")],
+        capture_output=True,
+        text=True,
+    )
+    assert rc.returncode == 1 and "text" in rc.stderr and "notext.jsonl" in rc.stderr
+    assert main(["dedup", str(notext), "--out", str(tmp_path / "o4"), "--text-field", "body"]) == 0
+
+    rc = subprocess.run(
+        [FEEDLINE, "dedup", str(tmp_path / "missing*.jsonl"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert rc.returncode == 1 and "matches no file" in rc.stderr
+    rc = subprocess.run(
+        [FEEDLINE, "dedup", str(good), "--out", str(out), "--bands", "3"],
+        capture_output=True,
+        text=True,
+    )
+    assert rc.returncode == 1 and "--bands and --rows" in rc.stderr

@@ -1,0 +1,156 @@
+"""EpisodePipeline: schedule order kept across threads, byte budget held, errors surfaced, no leaks.
+
+The payloads here are small objects so that thread timing (random fetch and decode delays) can be
+driven hard; the real fetch/decode path is covered sample by sample in test_streaming.py.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from feedline.episodes.errors import StreamingError
+from feedline.episodes.schedule.admission import EpisodeByteCache
+from feedline.episodes.schedule.pool import EpisodePool
+from feedline.episodes.stream.pipeline import EpisodePipeline
+
+
+class Payload:
+    def __init__(self, ep: int, nbytes: int) -> None:
+        self.ep = ep
+        self.fetched_bytes = nbytes
+
+
+def _schedule(lengths: list[int], sizes: list[int], budget: int, pool_size: int, seed: int):
+    episodes = list(range(len(lengths)))
+    pool = EpisodePool(
+        episodes, lengths, pool_size=pool_size, seed=seed, episode_bytes=sizes, byte_budget=budget
+    )
+    eps, frames = pool.take(pool.total_anchors)
+    return episodes, eps, frames
+
+
+def _pipeline(eps, frames, order, sizes, cache, *, seed=0, fetch_delay=0.003, decode_delay=0.002,
+              fetch=None, **kw):
+    rng = random.Random(seed)
+    lock = threading.Lock()
+    live = {"decoding": 0}
+
+    def default_fetch(ep: int) -> Payload:
+        with lock:
+            delay = rng.random() * fetch_delay
+        time.sleep(delay)
+        return Payload(ep, sizes[ep])
+
+    def assemble(payload: Payload, frame: int) -> dict:
+        with lock:
+            delay = rng.random() * decode_delay
+            live["decoding"] += 1
+        time.sleep(delay)
+        assert cache.reserved_bytes <= cache.budget_bytes
+        with lock:
+            live["decoding"] -= 1
+        return {"episode": payload.ep, "frame": frame}
+
+    return EpisodePipeline(
+        eps, frames, order, dict(enumerate(sizes)), fetch=fetch or default_fetch,
+        assemble=assemble, cache=cache, **kw,
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_order_and_budget_under_random_timing(seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 30, size=24).tolist()
+    sizes = rng.integers(100, 1000, size=24).tolist()
+    budget = 2500  # a few episodes at a time: admission waits for releases all the time
+    order, eps, frames = _schedule(lengths, sizes, budget, pool_size=4, seed=seed)
+    cache = EpisodeByteCache(budget, max_episodes=4 + 2)
+    pipe = _pipeline(eps, frames, order, sizes, cache, seed=seed, max_num_shards=3,
+                     decode_threads=3, decoded_queue_size=5)
+    out = [(s["episode"], s["frame"]) for s in pipe]
+    assert out == list(zip(eps.tolist(), frames.tolist(), strict=True))  # exact schedule order
+    assert cache.peak_reserved_bytes <= budget
+    assert pipe.metrics.samples == sum(lengths)
+    assert pipe.metrics.episodes_fetched == len(lengths)
+    assert pipe.metrics.bytes_fetched == sum(sizes)
+
+
+def test_every_episode_released_at_the_end():
+    lengths, sizes = [5, 3, 8, 2, 6], [300, 200, 400, 100, 300]
+    order, eps, frames = _schedule(lengths, sizes, 700, pool_size=2, seed=7)
+    cache = EpisodeByteCache(700, max_episodes=3)
+    pipe = _pipeline(eps, frames, order, sizes, cache, decode_threads=2, decoded_queue_size=3)
+    assert len(list(pipe)) == sum(lengths)
+    deadline = time.monotonic() + 5
+    while cache.reserved_bytes and time.monotonic() < deadline:  # the last decodes end
+        time.sleep(0.01)
+    assert cache.reserved_bytes == 0 and cache.reserved_episodes == 0
+
+
+def test_slow_fetches_count_as_refill_stalls():
+    lengths, sizes = [4, 4, 4], [10, 10, 10]
+    order, eps, frames = _schedule(lengths, sizes, 100, pool_size=1, seed=1)
+    cache = EpisodeByteCache(100, max_episodes=1)  # no prefetch: every new episode stalls
+
+    def slow(ep: int) -> Payload:
+        time.sleep(0.05)
+        return Payload(ep, 10)
+
+    pipe = _pipeline(eps, frames, order, sizes, cache, fetch=slow, decode_delay=0.0)
+    assert len(list(pipe)) == 12
+    assert pipe.metrics.refill_stalls >= 3 and pipe.metrics.refill_stall_s >= 0.1
+
+
+def test_fetch_error_reaches_the_consumer_and_stops_threads():
+    lengths, sizes = [3, 3, 3, 3], [10, 10, 10, 10]
+    order, eps, frames = _schedule(lengths, sizes, 1000, pool_size=2, seed=3)
+    cache = EpisodeByteCache(1000, max_episodes=4)
+    bad = int(order[2])
+
+    def failing(ep: int) -> Payload:
+        if ep == bad:
+            raise OSError(f"episode {ep}: connection reset")
+        return Payload(ep, 10)
+
+    before = threading.active_count()
+    pipe = _pipeline(eps, frames, order, sizes, cache, fetch=failing)
+    with pytest.raises(OSError, match=f"episode {bad}: connection reset"):
+        list(pipe)
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert threading.active_count() <= before
+    assert list(pipe) == []  # closed: nothing more, no hang
+
+
+def test_close_mid_epoch_stops_a_blocked_dispatcher():
+    lengths, sizes = [50, 50, 50], [600, 600, 600]
+    order, eps, frames = _schedule(lengths, sizes, 1000, pool_size=3, seed=0)
+    cache = EpisodeByteCache(1000, max_episodes=3)  # the second episode waits for the first
+    before = threading.active_count()
+    pipe = _pipeline(eps, frames, order, sizes, cache, decode_delay=0.0)
+    first = [next(pipe) for _ in range(5)]
+    assert len(first) == 5
+    pipe.close()
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert threading.active_count() <= before
+    with pytest.raises(StopIteration):
+        next(pipe)
+
+
+def test_bad_settings_are_refused():
+    cache = EpisodeByteCache(10, max_episodes=1)
+    empty = np.empty(0, np.int64)
+    with pytest.raises(StreamingError, match="decode_threads must be an integer >= 1"):
+        EpisodePipeline(empty, empty, [], {}, fetch=Payload, assemble=dict, cache=cache,
+                        decode_threads=0)
+    with pytest.raises(StreamingError, match="no admission"):
+        EpisodePipeline(np.array([1]), np.array([0]), [], {}, fetch=Payload, assemble=dict,
+                        cache=cache)

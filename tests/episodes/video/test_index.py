@@ -1,0 +1,148 @@
+"""The derived memory-mapped index: narrow dtypes, constants once, generations, partial conversion."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from feedline.episodes.video.index import (
+    IndexProvider,
+    derived_tables,
+    generation_dir,
+    smallest_dtype,
+    source_dir,
+)
+from feedline.episodes.video.mp4.table import INT_COLUMNS
+from feedline.episodes.video.sidecar import current_objects, ensure_sidecar
+from feedline.io import open_store
+from tests.episodes import mp4_factory as factory
+
+VIDEOS = sorted(f"videos/{name}" for name in factory.CORPUS)
+
+
+@pytest.fixture(scope="module")
+def corpus_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("index-src")
+    factory.build_corpus(root)
+    return root
+
+
+@pytest.fixture
+def root(corpus_src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
+    target = tmp_path / "root"
+    shutil.copytree(corpus_src, target)
+    return target
+
+
+def test_smallest_exact_dtype() -> None:
+    assert smallest_dtype(np.array([0, 255])) == np.uint8
+    assert smallest_dtype(np.array([-1, 100])) == np.int8
+    assert smallest_dtype(np.array([0, 70_000])) == np.uint32
+    assert smallest_dtype(np.array([-40_000, 5])) == np.int32
+    assert smallest_dtype(np.array([0, 2**40])) == np.int64
+    assert smallest_dtype(np.array([0, 2**33, -1])) == np.int64  # never uint64
+
+
+def test_conversion_is_exact_narrow_and_read_only(root: Path) -> None:
+    store = open_store(str(root))
+    sidecar, _ = ensure_sidecar(store, VIDEOS, revision="main")
+    tables = derived_tables(sidecar, VIDEOS, 60)
+    for path in VIDEOS:
+        canonical, mapped = sidecar.table(path), tables[path]
+        for column in (*INT_COLUMNS, "pts"):
+            a, b = getattr(canonical, column), getattr(mapped, column)
+            assert np.array_equal(a, b), (path, column)
+            assert not b.flags.writeable and len(b) == len(a)
+        assert mapped.pts.dtype == np.float64 and isinstance(mapped.pts, np.memmap)
+        assert mapped.sync.dtype == np.bool_ and isinstance(mapped.sync, np.memmap)
+        assert mapped.size.dtype.itemsize <= 2  # tiny frames: sizes fit 16 bits
+        assert mapped.info == canonical.info
+    import json
+
+    meta = json.loads((source_dir(sidecar, "videos/av1_multi.mp4") / "meta.json").read_text())
+    # AV1: no reordering -> ctts constant (stored once), dts a constant-duration range
+    assert meta["columns"]["ctts"] == {"kind": "const", "value": 0}
+    assert meta["columns"]["dts"] == {"kind": "range", "start": 0, "step": 1024}
+    assert not (source_dir(sidecar, "videos/av1_multi.mp4") / "ctts.npy").exists()
+    h264 = json.loads((source_dir(sidecar, "videos/h264_multi.mp4") / "meta.json").read_text())
+    assert h264["columns"]["ctts"]["kind"] == "array" and h264["columns"]["ctts"]["dtype"] in ("|u1", "<u2")
+
+
+def test_only_requested_sources_are_converted(root: Path) -> None:
+    store = open_store(str(root))
+    sidecar, _ = ensure_sidecar(store, VIDEOS, revision="main")
+    derived_tables(sidecar, VIDEOS[:1], 60)
+    gen = generation_dir(sidecar)
+    dirs = [p for p in gen.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert dirs == [source_dir(sidecar, VIDEOS[0])]
+
+
+def test_new_sidecar_makes_new_generation_and_live_readers_keep_working(root: Path) -> None:
+    store = open_store(str(root))
+    provider = IndexProvider(store, revision="main")
+    old = provider.tables(VIDEOS)
+    old_sizes = {p: np.array(old[p].size) for p in VIDEOS}
+    sidecar, _ = ensure_sidecar(store, VIDEOS, revision="main")
+    old_gen = generation_dir(sidecar)
+    # replace one video (same path): a new sidecar, a new generation
+    victim = root / VIDEOS[3]
+    shutil.copy(root / VIDEOS[2], victim.with_suffix(".tmp"))
+    os.replace(victim.with_suffix(".tmp"), victim)
+    fresh = IndexProvider(store, revision="main").tables(VIDEOS)
+    new_sidecar, _ = ensure_sidecar(store, VIDEOS, revision="main")
+    assert generation_dir(new_sidecar) != old_gen and old_gen.is_dir()
+    assert np.array_equal(fresh[VIDEOS[3]].size, fresh[VIDEOS[2]].size)
+    for path in VIDEOS:  # the old mappings are untouched
+        assert np.array_equal(np.array(old[path].size), old_sizes[path])
+
+
+def test_pickled_provider_reuses_validated_generation(root: Path) -> None:
+    import pickle
+
+    store = open_store(str(root))
+    provider = IndexProvider(store, revision="main")
+    provider.tables(VIDEOS[:2])
+    clone = pickle.loads(pickle.dumps(provider))
+    calls = []
+    clone.store.list = lambda prefix="": calls.append(prefix) or []  # type: ignore[method-assign]
+    tables = clone.tables(VIDEOS[:2])
+    assert calls == [] and set(tables) == set(VIDEOS[:2])
+    assert current_objects(store, VIDEOS[:2]).keys() == set(VIDEOS[:2])
+
+
+def test_two_processes_convert_concurrently(root: Path) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    store = open_store(str(root))
+    sidecar, _ = ensure_sidecar(store, VIDEOS, revision="main")
+    script = textwrap.dedent(
+        f"""
+        import numpy as np
+        from pathlib import Path
+        from feedline.episodes.video.index import derived_tables
+        from feedline.episodes.video.sidecar import Sidecar
+        tables = derived_tables(Sidecar(Path({str(sidecar.path)!r})), {VIDEOS!r}, 60)
+        print(sum(int(np.asarray(t.size).sum()) for t in tables.values()))
+        """
+    )
+    repo = str(Path(__file__).resolve().parents[2])
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env={**os.environ, "PYTHONPATH": repo})
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-1500:] for _, err in outs]
+    total = sum(int(np.asarray(sidecar.table(p).size).sum()) for p in VIDEOS)
+    assert [int(out) for out, _ in outs] == [total, total]
+    gen = generation_dir(sidecar)
+    assert sorted(p.name for p in gen.iterdir() if p.is_dir()) == sorted(
+        source_dir(sidecar, p).name for p in VIDEOS
+    )  # no temporary folders left behind
