@@ -17,10 +17,10 @@ import torch
 from torch.utils.data import DataLoader
 
 from feedline.episodes import EpisodeDataset
-from feedline.episodes.stream import payload as payload_module
 from feedline.episodes.errors import EpisodeTooLargeError, ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.plan import plan_shards
 from feedline.episodes.schedule.resume import ResumePosition
+from feedline.episodes.stream import payload as payload_module
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset, decode_identity
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from feedline.episodes.video import minimp4
 from feedline.episodes.errors import Mp4Error
+from feedline.episodes.video import minimp4
 from feedline.episodes.video.mp4.table import SampleTable, read_table
 from feedline.episodes.video.mp4.writer import build_header
 from feedline.io import open_store
