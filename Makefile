@@ -29,6 +29,10 @@ demo: $(STAMP)
 test: $(STAMP) servers
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+# Everything that needs no server (no nginx install, no moto): the quick loop while editing.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not server"
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 

@@ -8,6 +8,16 @@ import pytest
 
 from tests.servers import FaultProxy, NginxServer, S3Server, run_fault_proxy, run_moto, run_nginx
 
+#: Fixtures that start a real server; a test using one (directly or through another fixture) is
+#: marked ``server`` so ``make test-fast`` (``-m "not server"``) runs everything else.
+SERVER_FIXTURES = frozenset({"nginx_server", "s3_server", "fault_proxy"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_feedline_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
