@@ -4,7 +4,9 @@
 dataset problems (``EpisodeDatasetError``: metadata, arguments, windows), MP4 index problems
 (``SidecarError``: an unreadable or unsupported video, a sidecar that cannot be built, a frame
 missing at a wanted time) and scheduling problems (``StreamingError``: plan, pool, byte budget,
-resume). Each message names what is wrong and what to change.
+resume). Each message names what is wrong and what to change, and names a setting by the
+keyword the Python caller used (a command line swaps in its flags with
+:func:`feedline.episodes.settings.cli_message`).
 """
 
 from __future__ import annotations
@@ -75,15 +77,15 @@ class EpisodeTooLargeError(StreamingError):
         if workers > 1:
             where = (
                 f"the byte budget of one DataLoader worker ({_gib(budget_bytes)}, 1/{workers} of "
-                f"the rank budget streaming_byte_budget_gb={_gib(rank_budget, unit=False)})"
+                f"the rank budget byte_budget_gb={_gib(rank_budget, unit=False)})"
             )
         else:
-            where = f"the rank byte budget streaming_byte_budget_gb={_gib(rank_budget, unit=False)}"
+            where = f"the rank byte budget byte_budget_gb={_gib(rank_budget, unit=False)}"
         need_gb = episode_bytes * workers / 2**30
         super().__init__(
             f"episode {episode_index} needs {_gib(episode_bytes)} of MP4+Parquet payload, more than "
-            f"{where}; fixes: (1) raise streaming_byte_budget_gb to at least {need_gb:.2f}, "
-            f"(2) use a smaller pool (fewer num_workers / streaming_episode_pool_size) so each "
+            f"{where}; fixes: (1) raise byte_budget_gb to at least {need_gb:.2f}, "
+            f"(2) use a smaller pool (fewer num_workers / episode_pool_size) so each "
             f"worker's share is larger, or (3) make the episode's payload smaller (split long "
             f"episodes, fewer or smaller cameras, a lower bitrate)"
         )

@@ -133,9 +133,10 @@ def test_too_large_episode_fails_before_any_fetch() -> None:
     assert fetches == []
     msg = str(info.value)
     for part in ("episode 1", "5.000 GiB", "4.000 GiB", "1/2 of the rank budget",
-                 "streaming_byte_budget_gb=8.000", "at least 10.00", "smaller pool",
+                 "rank budget byte_budget_gb=8.000", "at least 10.00", "smaller pool",
                  "smaller"):
         assert part in msg, part
+    assert "streaming_" not in msg  # the Python keyword, not the CLI flag
     assert info.value.episode_index == 1
     with pytest.raises(EpisodeTooLargeError):  # reserve refuses it too, before any fetch
         cache.reserve(1, sizes[1])

@@ -383,7 +383,7 @@ def test_worker_share() -> None:
 
 
 def test_bad_inputs() -> None:
-    with pytest.raises(StreamingError, match="unknown streaming_sampling_strategy"):
+    with pytest.raises(StreamingError, match=r"unknown strategy 'uniform'; choose one of \['remaining', 'round_robin'\]"):
         EpisodePool([0], [1], strategy="uniform")
     with pytest.raises(StreamingError, match="pool_size"):
         EpisodePool([0], [1], pool_size=0)

@@ -226,7 +226,8 @@ def test_an_episode_over_the_budget_fails_before_any_fetch(av1_dataset, monkeypa
     with pytest.raises(EpisodeTooLargeError) as err:
         StreamingEpisodeDataset(root=root, byte_budget_gb=0.9 * sizes[big] / 2**30)
     message = str(err.value)
-    assert f"episode {big} needs" in message and "streaming_byte_budget_gb" in message
+    assert f"episode {big} needs" in message and "raise byte_budget_gb to at least" in message
+    assert "streaming_" not in message  # the Python keyword, not the CLI flag
     assert "(1)" in message and "(2)" in message and "(3)" in message and "\n" not in message
     # fits the rank budget, not one worker's half of it: the worker refuses before fetching
     ds = StreamingEpisodeDataset(root=root, byte_budget_gb=1.5 * sizes[big] / 2**30)
@@ -255,7 +256,23 @@ def test_transforms_run_on_the_iterating_thread_and_epochs_differ(av1_dataset):
     assert [_key(i) for i in StreamingEpisodeDataset(root=root, episodes=[1, 3])] == order0
     ds.set_epoch(1)
     assert [_key(i) for i in ds] != order0
-    with pytest.raises(StreamingError, match="streaming_sampling_strategy"):
+    with pytest.raises(StreamingError, match=r"unknown sampling_strategy 'random'; choose one of"):
         StreamingEpisodeDataset(root=root, sampling_strategy="random")
     with pytest.raises(StreamingError, match="reduce the number of ranks"):
         StreamingEpisodeDataset(root=root, episodes=[1], rank=0, world_size=2)
+
+
+@pytest.mark.parametrize(("keyword", "value", "message"), [
+    ("episode_pool_size", 0, "episode_pool_size must be an integer >= 1, got 0"),
+    ("sampling_strategy", "random", "unknown sampling_strategy 'random'; choose one of"),
+    ("prefetch_episodes", -1, "prefetch_episodes must be an integer >= 0, got -1"),
+    ("byte_budget_gb", 0, "byte_budget_gb must be > 0, got 0"),
+    ("decode_threads", 0, "decode_threads must be an integer >= 1, got 0"),
+    ("decoded_queue_size", True, "decoded_queue_size must be an integer >= 1, got True"),
+    ("max_num_shards", 0, "max_num_shards must be an integer >= 1, got 0"),
+])
+def test_bad_settings_name_the_keyword_before_any_io(keyword, value, message, tmp_path):
+    missing = tmp_path / "no-dataset-here"  # settings are checked before the root is opened
+    with pytest.raises(StreamingError) as info:
+        StreamingEpisodeDataset(root=missing, **{keyword: value})
+    assert message in str(info.value) and "streaming_" not in str(info.value)

@@ -310,7 +310,7 @@ def test_lock_timeout_names_the_lock_and_holder(root: Path, home: Path, tmp_path
             ensure_sidecar(store, VIDEOS, revision="main", lock_timeout_s=0.5)
         message = str(info.value)
         assert str(lock) in message and f"pid {holder.pid}" in message
-        assert "streaming_sidecar_lock_timeout_s" in message
+        assert "raise sidecar_lock_timeout_s" in message and "streaming_" not in message
     finally:
         holder.kill()
         holder.wait()

@@ -111,7 +111,7 @@ class EpisodePool:
         self.lengths = _aligned(self.episodes, lengths, "lengths")
         if strategy not in STRATEGIES:
             raise StreamingError(
-                f"unknown streaming_sampling_strategy {strategy!r}; choose one of {STRATEGIES}"
+                f"unknown strategy {strategy!r}; choose one of {list(STRATEGIES)}"
             )
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise StreamingError(f"pool_size must be an integer >= 1, got {pool_size!r}")

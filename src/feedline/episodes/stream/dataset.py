@@ -118,27 +118,27 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset):
         allow_order_change: bool = False,
         **source_options: Any,
     ) -> None:
-        super().__init__(repo_id, **source_options)
-        if sampling_strategy not in STRATEGIES:
+        if sampling_strategy not in STRATEGIES:  # settings first: fail before any I/O
             raise StreamingError(
-                f"unknown streaming_sampling_strategy {sampling_strategy!r}; choose one of "
-                f"{STRATEGIES}"
+                f"unknown sampling_strategy {sampling_strategy!r}; choose one of "
+                f"{list(STRATEGIES)}"
             )
-        self.episode_pool_size = _positive_int("streaming_episode_pool_size", episode_pool_size)
+        self.episode_pool_size = _positive_int("episode_pool_size", episode_pool_size)
         self.sampling_strategy = sampling_strategy
         if isinstance(prefetch_episodes, bool) or not isinstance(prefetch_episodes, int) or (
             prefetch_episodes < 0
         ):
             raise StreamingError(
-                f"streaming_prefetch_episodes must be an integer >= 0, got {prefetch_episodes!r}"
+                f"prefetch_episodes must be an integer >= 0, got {prefetch_episodes!r}"
             )
         self.prefetch_episodes = prefetch_episodes
         if not byte_budget_gb > 0:
-            raise StreamingError(f"streaming_byte_budget_gb must be > 0, got {byte_budget_gb!r}")
+            raise StreamingError(f"byte_budget_gb must be > 0, got {byte_budget_gb!r}")
         self.byte_budget_gb = float(byte_budget_gb)
-        self.decode_threads = _positive_int("streaming_decode_threads", decode_threads)
-        self.decoded_queue_size = _positive_int("streaming_decoded_queue_size", decoded_queue_size)
+        self.decode_threads = _positive_int("decode_threads", decode_threads)
+        self.decoded_queue_size = _positive_int("decoded_queue_size", decoded_queue_size)
         self.max_num_shards = _positive_int("max_num_shards", max_num_shards)
+        super().__init__(repo_id, **source_options)
         self.seed = resolve_seed(seed)
         if rank is None and world_size is None:
             rank, world_size = resolve_rank_and_world()

@@ -408,7 +408,7 @@ def ensure_sidecar(
     except LockTimeout as exc:
         raise SidecarError(
             f"waiting for another process to build the MP4 sidecar of {store.url()}: {exc}; "
-            "raise streaming_sidecar_lock_timeout_s or build it ahead with `feedline build-sidecar`"
+            "raise sidecar_lock_timeout_s or build it ahead with `feedline build-sidecar`"
         ) from exc
     finally:
         if published is not None:  # a temporary local copy
