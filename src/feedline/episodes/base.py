@@ -21,6 +21,7 @@ import torch
 from feedline.episodes.assemble import SampleSpec
 from feedline.episodes.errors import EpisodeDatasetError
 from feedline.episodes.format import DatasetMeta, EpisodeTable, load_meta
+from feedline.episodes.settings import check_setting
 from feedline.episodes.windows import delta_indices
 from feedline.errors import FeedlineError
 from feedline.io import Store, open_store
@@ -125,7 +126,9 @@ class EpisodeDatasetBase:
         self.tolerance_s = float(tolerance_s)
         self.return_uint8 = bool(return_uint8)
         self.image_transforms = image_transforms
-        self.decoder_cache_size = int(decoder_cache_size)
+        self.decoder_cache_size = check_setting(
+            "decoder_cache_size", decoder_cache_size, minimum=0, error=EpisodeDatasetError
+        )
         self.sidecar_lock_timeout_s = float(sidecar_lock_timeout_s)
         if image_transforms is not None and not callable(image_transforms):
             raise EpisodeDatasetError("image_transforms must be callable or None")

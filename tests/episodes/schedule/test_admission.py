@@ -231,6 +231,19 @@ def test_for_worker_splits_the_rank_budget() -> None:
     assert solo.budget_bytes == 8 * 2**30 and solo.max_episodes == 32 + 8
 
 
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: EpisodeByteCache(0, max_episodes=1), "budget_bytes must be an integer >= 1, got 0"),
+    (lambda: EpisodeByteCache(10, max_episodes=0), "max_episodes must be an integer >= 1, got 0"),
+    (lambda: EpisodeByteCache.for_worker(prefetch_episodes=-1),
+     "prefetch_episodes must be an integer >= 0, got -1"),
+    (lambda: EpisodeByteCache.for_worker(pool_size=True), "pool_size must be an integer >= 1"),
+    (lambda: EpisodeByteCache.for_worker(num_workers=-2), "num_workers must be an integer >= 0"),
+])
+def test_bad_settings_name_the_keyword(make, message: str) -> None:
+    with pytest.raises(StreamingError, match=message):
+        make()
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_threads_drive_the_cache_without_exceeding_the_budget(strategy: str) -> None:
     """Real fetch and decode threads (blocking reserve) with a monitor sampling the budget."""

@@ -115,6 +115,14 @@ def test_bad_arguments() -> None:
         plan_shards([1], world_size=0, num_workers=0, seed=0, epoch=0)
     with pytest.raises(PlanError, match="num_workers"):
         plan_shards([1], world_size=1, num_workers=-1, seed=0, epoch=0)
+    with pytest.raises(PlanError, match="world_size must be an integer >= 1, got True"):
+        plan_shards([1], world_size=True, num_workers=0, seed=0, epoch=0)
+    with pytest.raises(PlanError, match=r"epoch must be an integer >= 0, got 1\.0"):
+        plan_shards([1], world_size=1, num_workers=0, seed=0, epoch=1.0)  # type: ignore[arg-type]
+    # numpy integers (epochs and sizes often come from arrays) are integers
+    assert plan_shards([1, 2], world_size=np.int64(2), num_workers=np.int32(0), seed=0,
+                       epoch=np.int64(3)) == plan_shards([1, 2], world_size=2, num_workers=0,
+                                                         seed=0, epoch=3)
 
 
 def test_equal_lengths_balance_exactly() -> None:

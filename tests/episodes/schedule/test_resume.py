@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from feedline.episodes.errors import ResumeMismatchError
+from feedline.episodes.errors import ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.plan import plan_shards
 from feedline.episodes.schedule.pool import STRATEGIES, EpisodePool, worker_share
 from feedline.episodes.schedule.resume import (
@@ -142,6 +142,10 @@ def test_partial_last_batches_and_drop_last() -> None:
     assert list(loader_batches(counts, 3, True)) == [(0, 0, 3), (0, 3, 3)]
     assert worker_offsets(counts, 3, False, 2) == [3, 2, 0]
     assert worker_offsets(counts, 3, True, 2) == [6, 0, 0]
+    with pytest.raises(StreamingError, match="batch_size must be an integer >= 1, got 0"):
+        loader_batches(counts, 0, False).__next__()
+    with pytest.raises(StreamingError, match="rank must be an integer >= 0, got -1"):
+        ConsumptionTracker(make_settings(SMALL), SMALL, rank=-1)
 
 
 # ---- resume through the whole chain (plan -> pools -> loader -> tracker) ---------------------

@@ -270,6 +270,7 @@ def test_transforms_run_on_the_iterating_thread_and_epochs_differ(av1_dataset):
     ("decode_threads", 0, "decode_threads must be an integer >= 1, got 0"),
     ("decoded_queue_size", True, "decoded_queue_size must be an integer >= 1, got True"),
     ("max_num_shards", 0, "max_num_shards must be an integer >= 1, got 0"),
+    ("world_size", 0, "world_size must be an integer >= 1, got 0"),
 ])
 def test_bad_settings_name_the_keyword_before_any_io(keyword, value, message, tmp_path):
     missing = tmp_path / "no-dataset-here"  # settings are checked before the root is opened

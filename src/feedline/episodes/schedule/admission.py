@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from feedline.episodes.errors import EpisodeTooLargeError, StreamingError
 from feedline.episodes.schedule.pool import DEFAULT_POOL_SIZE, worker_share
+from feedline.validate import check_int
 
 __all__ = [
     "DEFAULT_BYTE_BUDGET_GB",
@@ -74,12 +75,8 @@ class EpisodeByteCache:
         rank_budget_bytes: int | None = None,
         num_workers: int = 1,
     ) -> None:
-        if budget_bytes < 1 or max_episodes < 1:
-            raise StreamingError(
-                f"byte budget ({budget_bytes}) and episode count ({max_episodes}) must be >= 1"
-            )
-        self.budget_bytes = int(budget_bytes)
-        self.max_episodes = int(max_episodes)
+        self.budget_bytes = check_int("budget_bytes", budget_bytes, minimum=1, error=StreamingError)
+        self.max_episodes = check_int("max_episodes", max_episodes, minimum=1, error=StreamingError)
         self.rank_budget_bytes = self.budget_bytes if rank_budget_bytes is None else rank_budget_bytes
         self.num_workers = max(1, num_workers)
         self._cond = threading.Condition()
@@ -102,11 +99,13 @@ class EpisodeByteCache:
         num_workers: int = 0,
     ) -> EpisodeByteCache:
         """A worker's frontier: 1/N of the rank's bytes; its pool share plus the prefetch count."""
-        workers = max(1, num_workers)
+        check_int("pool_size", pool_size, minimum=1, error=StreamingError)
+        check_int("prefetch_episodes", prefetch_episodes, minimum=0, error=StreamingError)
+        workers = max(1, check_int("num_workers", num_workers, minimum=0, error=StreamingError))
         rank_budget = int(byte_budget_gb * 2**30)
         return cls(
             worker_share(rank_budget, workers),
-            max_episodes=worker_share(pool_size, workers) + max(0, prefetch_episodes),
+            max_episodes=worker_share(pool_size, workers) + prefetch_episodes,
             rank_budget_bytes=rank_budget,
             num_workers=workers,
         )

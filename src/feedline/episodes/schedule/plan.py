@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from feedline.episodes.errors import PlanError
+from feedline.episodes.settings import check_setting
 
 __all__ = [
     "PlanReport",
@@ -149,12 +150,6 @@ def _greedy_deal(lengths: np.ndarray, bins: int) -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
-def _check_int(name: str, value: int, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise PlanError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def plan_shards_arrays(
     episode_lengths: EpisodeLengths, *, world_size: int, num_workers: int, seed: int | None,
     epoch: int,
@@ -164,9 +159,9 @@ def plan_shards_arrays(
         resolve_seed,  # the seed constants live with the pool
     )
 
-    world_size = _check_int("world_size", world_size, 1)
-    num_workers = _check_int("num_workers", num_workers, 0)
-    epoch = _check_int("epoch", epoch, 0)
+    world_size = check_setting("world_size", world_size, minimum=1, error=PlanError)
+    num_workers = check_setting("num_workers", num_workers, minimum=0, error=PlanError)
+    epoch = check_setting("epoch", epoch, minimum=0, error=PlanError)
     seed = resolve_seed(seed)
     indices, lengths = episode_arrays(episode_lengths)
     if indices.size < world_size:

@@ -53,6 +53,7 @@ import numpy as np
 
 from feedline.episodes.errors import EpisodeTooLargeError, ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.state import STATE_VERSION_KEY, check_state_version
+from feedline.validate import check_int
 
 __all__ = [
     "DEFAULT_POOL_SIZE",
@@ -113,8 +114,7 @@ class EpisodePool:
             raise StreamingError(
                 f"unknown strategy {strategy!r}; choose one of {list(STRATEGIES)}"
             )
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-            raise StreamingError(f"pool_size must be an integer >= 1, got {pool_size!r}")
+        check_int("pool_size", pool_size, minimum=1, error=StreamingError)
         if np.any(self.lengths < 1):
             bad = int(np.flatnonzero(self.lengths < 1)[0])
             raise StreamingError(f"episode {int(self.episodes[bad])} has no frames")

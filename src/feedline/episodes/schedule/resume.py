@@ -40,6 +40,7 @@ import numpy as np
 from feedline.episodes.errors import ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.plan import EpisodeLengths, episode_arrays, plan_shards_arrays
 from feedline.episodes.schedule.state import STATE_VERSION_KEY, check_state_version
+from feedline.validate import check_int
 
 __all__ = [
     "ConsumptionTracker",
@@ -124,8 +125,7 @@ class ResumeState(ResumeSettings):
 
 def batches_per_worker(counts: Sequence[int], batch_size: int, drop_last: bool) -> list[int]:
     """Batches each worker delivers in one epoch."""
-    if batch_size < 1:
-        raise StreamingError(f"batch_size must be >= 1, got {batch_size}")
+    check_int("batch_size", batch_size, minimum=1, error=StreamingError)
     if drop_last:
         return [n // batch_size for n in counts]
     return [-(-n // batch_size) for n in counts]
@@ -345,9 +345,9 @@ class ConsumptionTracker:
     ) -> None:
         self.settings = settings
         self.episode_lengths = episode_lengths
-        self.rank = rank
+        self.rank = check_int("rank", rank, minimum=0, error=StreamingError)
         self.allow_order_change = allow_order_change
-        self.epoch = epoch
+        self.epoch = check_int("epoch", epoch, minimum=0, error=StreamingError)
         self.batches_consumed = 0
         self.samples_consumed = 0
         self.position = ResumePosition(epoch, 0, (0,) * max(1, settings.num_workers), True)

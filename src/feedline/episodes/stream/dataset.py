@@ -61,6 +61,7 @@ from feedline.episodes.schedule.resume import (
     resume_position,
     sampler_identity,
 )
+from feedline.episodes.settings import check_setting
 from feedline.episodes.stream.payload import (
     EpisodePayload,
     episode_spans,
@@ -84,10 +85,8 @@ _ROWS = 64
 _PEAK = _METRICS.index("peak_reserved_bytes")
 
 
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise StreamingError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
+def _setting(name: str, value: Any, minimum: int) -> int:
+    return check_setting(name, value, minimum=minimum, error=StreamingError)
 
 
 def _batch_len(batch: Any) -> int:
@@ -123,29 +122,24 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset):
                 f"unknown sampling_strategy {sampling_strategy!r}; choose one of "
                 f"{list(STRATEGIES)}"
             )
-        self.episode_pool_size = _positive_int("episode_pool_size", episode_pool_size)
         self.sampling_strategy = sampling_strategy
-        if isinstance(prefetch_episodes, bool) or not isinstance(prefetch_episodes, int) or (
-            prefetch_episodes < 0
-        ):
-            raise StreamingError(
-                f"prefetch_episodes must be an integer >= 0, got {prefetch_episodes!r}"
-            )
-        self.prefetch_episodes = prefetch_episodes
+        self.episode_pool_size = _setting("episode_pool_size", episode_pool_size, 1)
+        self.prefetch_episodes = _setting("prefetch_episodes", prefetch_episodes, 0)
         if not byte_budget_gb > 0:
             raise StreamingError(f"byte_budget_gb must be > 0, got {byte_budget_gb!r}")
         self.byte_budget_gb = float(byte_budget_gb)
-        self.decode_threads = _positive_int("decode_threads", decode_threads)
-        self.decoded_queue_size = _positive_int("decoded_queue_size", decoded_queue_size)
-        self.max_num_shards = _positive_int("max_num_shards", max_num_shards)
-        super().__init__(repo_id, **source_options)
+        self.decode_threads = _setting("decode_threads", decode_threads, 1)
+        self.decoded_queue_size = _setting("decoded_queue_size", decoded_queue_size, 1)
+        self.max_num_shards = _setting("max_num_shards", max_num_shards, 1)
         self.seed = resolve_seed(seed)
         if rank is None and world_size is None:
             rank, world_size = resolve_rank_and_world()
-        self.rank, self.world_size = int(rank or 0), int(world_size or 1)
-        if not 0 <= self.rank < self.world_size:
+        self.world_size = _setting("world_size", 1 if world_size is None else world_size, 1)
+        self.rank = _setting("rank", 0 if rank is None else rank, 0)
+        if self.rank >= self.world_size:
             raise StreamingError(f"rank {self.rank} is not in range for world_size {self.world_size}")
         self.allow_order_change = bool(allow_order_change)
+        super().__init__(repo_id, **source_options)
 
         table = self.episode_table
         self.episode_lengths: dict[int, int] = {

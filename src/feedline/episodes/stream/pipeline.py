@@ -41,6 +41,7 @@ import numpy as np
 
 from feedline.episodes.errors import StreamingError
 from feedline.episodes.schedule.admission import EpisodeByteCache
+from feedline.validate import check_int
 
 __all__ = ["EpisodePipeline", "PipelineMetrics"]
 
@@ -93,8 +94,7 @@ class EpisodePipeline:
             ("decode_threads", decode_threads),
             ("decoded_queue_size", decoded_queue_size),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise StreamingError(f"{name} must be an integer >= 1, got {value!r}")
+            check_int(name, value, minimum=1, error=StreamingError)
         self._eps = episodes.tolist()
         self._frames = frames.tolist()
         last: dict[int, int] = {}
