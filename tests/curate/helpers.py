@@ -42,6 +42,23 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def write_multiframe_zst(path: Path, rows: list[dict], frames: int = 5) -> Path:
+    """``rows`` as a ``.jsonl.zst`` of several independent zstd frames (as `zstd` of concatenated
+    parts, or a writer flushing frames, makes them)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in rows]
+    step = -(-len(lines) // frames)
+    cctx = zstandard.ZstdCompressor()
+    path.write_bytes(b"".join(cctx.compress(b"".join(lines[i : i + step])) for i in range(0, len(lines), step)))
+    return path
+
+
+def cut(path: Path, fraction: float = 0.7) -> None:
+    """Keep the first ``fraction`` of the file's bytes, as an interrupted copy does."""
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * fraction)])
+
+
 def read_jsonl(path: Path) -> list[dict]:
     data = path.read_bytes()
     if path.name.endswith(".gz"):

@@ -19,7 +19,7 @@ from feedline.curate.mixer import load_config, parse_config, replace_spans, run_
 from feedline.curate.processor import run_tag
 from feedline.curate.runtime import TagJob
 
-from .helpers import make_corpus, read_jsonl, run_feedline, write_jsonl
+from .helpers import cut, make_corpus, read_jsonl, run_feedline, write_jsonl, write_multiframe_zst
 
 SAMPLE = Path(__file__).with_name("data") / "dolma_sample"
 
@@ -128,6 +128,28 @@ def test_misaligned_ids_and_long_attribute_file(tmp_path):
     (tmp_path / "attributes" / "e" / "a.jsonl").unlink()
     with pytest.raises(CurateError, match="attribute file missing"):
         run_mix(parse_config(stream(tmp_path)))
+
+
+@pytest.mark.parametrize("damaged", ["documents", "attributes"])
+def test_truncated_multi_frame_zst_fails_mix_and_writes_no_shard(tmp_path, damaged):
+    """A multi-frame .jsonl.zst cut at 70% once mixed as a shorter valid file with exit 0."""
+    docs = [{"id": str(i), "text": f"document number {i} " * 20} for i in range(600)]
+    attrs = [{"id": str(i), "attributes": {"e__t__a": [[0, 1, 1.0]]}} for i in range(600)]
+    doc_path = write_multiframe_zst(tmp_path / "documents" / "z.jsonl.zst", docs, frames=6)
+    attr_path = write_multiframe_zst(tmp_path / "attributes" / "e" / "z.jsonl.zst", attrs, frames=6)
+    broken = doc_path if damaged == "documents" else attr_path
+    cut(broken, 0.7)
+    config = tmp_path / "mix.json"
+    # without an attribute join a truncated document file cannot even show up as misalignment
+    joined = [] if damaged == "documents" else ["e"]
+    config.write_text(json.dumps(stream(tmp_path, attributes=joined)))
+    proc = run_feedline("mix", str(config), check=False)
+    assert proc.returncode != 0
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("feedline: error: ") and f"{broken}: truncated zstd stream" in line
+    assert "download it again" in line
+    out = tmp_path / "out"
+    assert not out.exists() or list(out.iterdir()) == [], "no shard, not even a temp file"
 
 
 # ---- span replacement ---------------------------------------------------------------------------

@@ -14,7 +14,17 @@ from feedline.curate.processor import run_tag
 from feedline.curate.registry import import_tagger_modules
 from feedline.curate.runtime import TagJob
 
-from .helpers import feedline_cmd, make_corpus, read_jsonl, run_feedline, tree_bytes, write_jsonl
+from .helpers import (
+    cut,
+    feedline_cmd,
+    make_corpus,
+    make_text,
+    read_jsonl,
+    run_feedline,
+    tree_bytes,
+    write_jsonl,
+    write_multiframe_zst,
+)
 
 PLUGIN = str(Path(__file__).with_name("plugin_taggers.py"))
 import_tagger_modules([PLUGIN])
@@ -84,7 +94,7 @@ def test_skip_on_failure_reports_and_abort_names_the_file(tmp_path):
     proc = run_feedline(*args, check=False)
     assert proc.returncode == 1
     assert proc.stderr.strip().startswith("feedline: error: ")
-    assert "shard_001.jsonl.gz: truncated or corrupt" in proc.stderr and "--skip-on-failure" in proc.stderr
+    assert "shard_001.jsonl.gz: truncated gzip stream" in proc.stderr and "--skip-on-failure" in proc.stderr
     proc = run_feedline(*args, "--skip-on-failure", check=False)
     assert proc.returncode == 3
     # files finished before the abort stay done; the rest are tagged now; the broken one is reported
@@ -92,9 +102,29 @@ def test_skip_on_failure_reports_and_abort_names_the_file(tmp_path):
     tagged = int(proc.stdout.split("tagged ")[1].split(" files")[0])
     already = int(proc.stdout.split("; ")[1].split(" already done")[0])
     assert tagged + already == 2
-    assert "shard_001.jsonl.gz: truncated or corrupt" in proc.stdout
+    assert "shard_001.jsonl.gz: truncated gzip stream" in proc.stdout
     attrs = tmp_path / "attributes" / "s"
     assert sorted(p.name for p in attrs.iterdir()) == ["shard_000.jsonl.gz", "shard_002.jsonl.gz"]
+
+
+def test_truncated_multi_frame_zst_fails_tag_and_writes_no_marker(tmp_path):
+    """A multi-frame .jsonl.zst cut at 70% once read as a shorter valid file: tagged, exit 0,
+    ``.done``. It must fail, say so in one line naming the file, and leave nothing behind."""
+    import random
+
+    rng = random.Random(3)
+    rows = [{"id": f"z-{i}", "text": make_text(rng), "source": "s"} for i in range(400)]
+    src = write_multiframe_zst(tmp_path / "documents" / "cut.jsonl.zst", rows, frames=6)
+    cut(src, 0.7)
+    proc = run_feedline("tag", "--documents", str(src), "--taggers", "char_length_v1", "--experiment", "t",
+                        check=False)
+    assert proc.returncode != 0
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("feedline: error: ") and "cut.jsonl.zst: truncated zstd stream" in line
+    assert "download it again" in line and line.count(str(src)) == 1
+    attrs = tmp_path / "attributes"  # holds the default marker folder, .feedline-tag/t/, too
+    left = [p for p in attrs.rglob("*") if p.is_file()] if attrs.exists() else []
+    assert left == [], "no .done marker, no attribute file, no temp file"
 
 
 def test_kill_9_mid_run_then_resume_gives_identical_output(tmp_path):

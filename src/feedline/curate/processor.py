@@ -48,6 +48,10 @@ class TaskResult:
     error: str = ""
     seconds: float = 0.0
 
+    def describe(self) -> str:
+        """The error naming the file once (most errors already start with the file's name)."""
+        return self.error if self.error.startswith(self.source) else f"{self.source}: {self.error}"
+
 
 @dataclass
 class RunReport:
@@ -72,7 +76,7 @@ class RunReport:
             f"{len(self.done_before)} already done"
         )
         if self.failed:
-            text += f"; {len(self.failed)} FAILED and skipped: " + "; ".join(f"{r.source}: {r.error}" for r in self.failed)
+            text += f"; {len(self.failed)} FAILED and skipped: " + "; ".join(r.describe() for r in self.failed)
         return text
 
 
@@ -226,5 +230,5 @@ def run_tag(
     report.seconds = time.monotonic() - started
     if report.failed and not skip_on_failure:
         first = report.failed[0]
-        raise CurateError(f"{first.source}: {first.error} (use --skip-on-failure to skip failing files)")
+        raise CurateError(f"{first.describe()} (use --skip-on-failure to skip failing files)")
     return report
