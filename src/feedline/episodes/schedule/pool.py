@@ -5,7 +5,7 @@ most ``pool_size`` resident episodes (and, optionally, at most ``byte_budget`` o
 bytes); when a resident episode's last frame is drawn, the next episodes of the admission order
 are admitted as count and bytes allow. Every frame of every owned episode is yielded exactly once.
 
-Strategies (``STRATEGIES``):
+Strategies, registered by name in :data:`~feedline.episodes.schedule.strategies.POOL_STRATEGIES`:
 
 * ``remaining`` - pick a resident episode with probability proportional to its remaining frames,
   then a random remaining frame of it. Equivalently: the next anchor is uniform over all remaining
@@ -13,13 +13,11 @@ Strategies (``STRATEGIES``):
 * ``round_robin`` - each round shuffles the resident episodes and takes one shuffled remaining
   frame from each; episodes admitted during a round join the next round.
 
-How it is computed (why it is fast and exact): both strategies are simulated as clocks. In
-``remaining`` each frame rings at its episode's admission time plus an independent Exp(1) delay;
-by memorylessness the next ring is uniform over the resident remaining frames, which is exactly
-the rule above, and an episode is exhausted when its last frame rings. In ``round_robin`` the
-j-th frame of an episode's shuffled frame order rings in round ``admission_round + j``, with a
-uniform key ordering the episodes inside a round. Episode admission times come from a small
-event heap (count and byte limits); frames are generated and sorted with numpy, block by block.
+How it is computed (why it is fast and exact): every strategy is simulated as clocks. Each frame
+rings once, at its episode's admission time plus a delay the strategy draws (see
+:mod:`feedline.episodes.schedule.strategies`); an episode is exhausted when its last frame rings.
+Episode admission times come from a small event heap (count and byte limits); frames are
+generated and sorted with numpy, block by block.
 Random numbers are drawn per block of the admission order from a seed sequence of
 ``(seed, epoch, rank, worker, strategy, block)``, so the anchor order depends only on those and
 the episode sizes - never on how the caller consumes it.
@@ -53,6 +51,7 @@ import numpy as np
 
 from feedline.episodes.errors import EpisodeTooLargeError, ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.state import STATE_VERSION_KEY, check_state_version
+from feedline.episodes.schedule.strategies import POOL_STRATEGIES, Block, get_strategy
 from feedline.validate import check_int
 
 __all__ = [
@@ -69,8 +68,7 @@ DEFAULT_SEED = 1000  # lerobot-train's default --seed: the same run config gives
 NONE_SEED = 42  # seed=None must still agree on every rank/worker with no communication; 42 is
 # the seed LeRobot's StreamingLeRobotDataset uses when none is given
 DEFAULT_POOL_SIZE = 32  # episodes mixed per rank (split 1/N per worker)
-STRATEGIES = ("remaining", "round_robin")
-_STRATEGY_STREAM = {"remaining": 1, "round_robin": 2}
+STRATEGIES = tuple(POOL_STRATEGIES)  # the names a pool accepts (keys of the dispatch table)
 _POOL_STREAM = 0x504F4F4C  # "POOL": keeps the pools' random streams apart from the plan's
 _MIN_BLOCK_FRAMES = 1 << 17
 
@@ -110,10 +108,7 @@ class EpisodePool:
     ) -> None:
         self.episodes = np.asarray(episodes, dtype=np.int64).reshape(-1)
         self.lengths = _aligned(self.episodes, lengths, "lengths")
-        if strategy not in STRATEGIES:
-            raise StreamingError(
-                f"unknown strategy {strategy!r}; choose one of {list(STRATEGIES)}"
-            )
+        self._strategy = get_strategy(strategy)
         check_int("pool_size", pool_size, minimum=1, error=StreamingError)
         if np.any(self.lengths < 1):
             bad = int(np.flatnonzero(self.lengths < 1)[0])
@@ -186,7 +181,7 @@ class EpisodePool:
 
     def _rng(self, block: int) -> np.random.Generator:
         key = [self.seed, self.epoch, self.rank, self.worker, _POOL_STREAM,
-               _STRATEGY_STREAM[self.strategy], block]
+               self._strategy.stream, block]
         return np.random.Generator(np.random.PCG64(np.random.SeedSequence(key)))
 
     def _next_block(self) -> bool:
@@ -201,17 +196,8 @@ class EpisodePool:
         local = np.repeat(np.arange(b - a), lengths)
         offsets = np.cumsum(lengths) - lengths
         pos = np.arange(n, dtype=np.int64) - offsets[local]
-        if self.strategy == "remaining":
-            delay = rng.standard_exponential(n)
-            durations = np.maximum.reduceat(delay, offsets).tolist()
-            frames = pos
-        else:
-            # Shuffle each episode's frames (keys stay below local + 0.5, so episodes never mix),
-            # then ring the j-th shuffled frame in round j; the key in [0, 0.5) orders the
-            # episodes inside a round and keeps it below the next round.
-            frames = pos[np.argsort(local + 0.5 * rng.random(n), kind="stable")]
-            delay = pos + 0.5 * rng.random(n)
-            durations = lengths.astype(np.float64).tolist()
+        frames, delay, stays = self._strategy.ring(Block(lengths, offsets, local, pos), rng)
+        durations = stays.tolist()
         starts = np.empty(b - a, dtype=np.float64)
         nbytes = None if self.episode_bytes is None else self.episode_bytes[a:b].tolist()
         for j in range(b - a):

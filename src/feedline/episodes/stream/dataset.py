@@ -47,7 +47,6 @@ from feedline.episodes.schedule.plan import plan_shards_arrays, resolve_rank_and
 from feedline.episodes.schedule.pool import (
     DEFAULT_POOL_SIZE,
     DEFAULT_SEED,
-    STRATEGIES,
     EpisodePool,
     resolve_seed,
     worker_share,
@@ -61,6 +60,7 @@ from feedline.episodes.schedule.resume import (
     resume_position,
     sampler_identity,
 )
+from feedline.episodes.schedule.strategies import get_strategy
 from feedline.episodes.settings import check_setting
 from feedline.episodes.stream.payload import (
     EpisodePayload,
@@ -117,11 +117,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset):
         allow_order_change: bool = False,
         **source_options: Any,
     ) -> None:
-        if sampling_strategy not in STRATEGIES:  # settings first: fail before any I/O
-            raise StreamingError(
-                f"unknown sampling_strategy {sampling_strategy!r}; choose one of "
-                f"{list(STRATEGIES)}"
-            )
+        get_strategy(sampling_strategy, setting="sampling_strategy")  # settings first: no I/O yet
         self.sampling_strategy = sampling_strategy
         self.episode_pool_size = _setting("episode_pool_size", episode_pool_size, 1)
         self.prefetch_episodes = _setting("prefetch_episodes", prefetch_episodes, 0)

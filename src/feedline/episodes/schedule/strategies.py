@@ -1,0 +1,104 @@
+"""The pool's sampling strategies, chosen by name from the dispatch table :data:`POOL_STRATEGIES`.
+
+A strategy decides the order in which an exact-coverage pool
+(:class:`~feedline.episodes.schedule.pool.EpisodePool`) hands out the frames of its resident
+episodes. The pool simulates it as clocks: every frame rings once, at its episode's admission
+time plus a delay the strategy draws, and an episode leaves the pool (freeing its slot and
+bytes) when its last frame has rung. A strategy therefore only answers, for one block of the
+admission order, "which frame rings after which delay, and how long does each episode stay";
+admission, byte limits and merging blocks stay in the pool. Registering a function here makes
+it selectable as ``sampling_strategy=`` (MosaicML Streaming dispatches its shuffles the same
+way in ``shuffle/__init__.py``; ours are a few lines each, so they share one module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from feedline.episodes.errors import StreamingError
+
+__all__ = ["POOL_STRATEGIES", "Block", "Clocks", "PoolStrategy", "get_strategy"]
+
+
+class Block(NamedTuple):
+    """One block of a pool's admission order: its episodes and their frame slots."""
+
+    lengths: np.ndarray  #: frames of each episode of the block
+    offsets: np.ndarray  #: first slot of each episode
+    local: np.ndarray  #: per slot, its episode (position in the block)
+    pos: np.ndarray  #: per slot, its position inside that episode
+
+
+class Clocks(NamedTuple):
+    """What a strategy draws for one block."""
+
+    frames: np.ndarray  #: per slot, the frame index it yields
+    delays: np.ndarray  #: per slot, when it rings after its episode's admission
+    stays: np.ndarray  #: per episode, how long it stays resident (when its last frame rings)
+
+
+def _remaining(block: Block, rng: np.random.Generator) -> Clocks:
+    """``remaining``: the next anchor is uniform over every remaining resident frame.
+
+    Equivalently: pick a resident episode with probability proportional to its remaining
+    frames, then a random remaining frame of it. Each frame rings after an independent Exp(1)
+    delay; by memorylessness the next ring is uniform over the resident remaining frames.
+    """
+    delays = rng.standard_exponential(block.pos.size)
+    return Clocks(block.pos, delays, np.maximum.reduceat(delays, block.offsets))
+
+
+def _round_robin(block: Block, rng: np.random.Generator) -> Clocks:
+    """``round_robin``: each round shuffles the resident episodes and takes one frame of each.
+
+    Each episode's frames come in a shuffled order, one per round; episodes admitted during a
+    round join the next one. The j-th frame of an episode's shuffled order rings in round
+    ``admission round + j``; a uniform key in ``[0, 0.5)`` orders the episodes inside a round
+    and keeps it below the next round.
+    """
+    n = block.pos.size
+    # Sort keys stay below local + 0.5, so the shuffle never mixes two episodes' frames.
+    frames = block.pos[np.argsort(block.local + 0.5 * rng.random(n), kind="stable")]
+    delays = block.pos + 0.5 * rng.random(n)
+    return Clocks(frames, delays, block.lengths.astype(np.float64))
+
+
+@dataclass(frozen=True)
+class PoolStrategy:
+    """One entry of the dispatch table.
+
+    Args:
+        stream: the strategy's part of the pool's random-number key, so two strategies never
+            share random numbers. Fixed forever: changing it changes every anchor order and
+            invalidates every checkpoint taken with the strategy.
+        ring: draws one block's :class:`Clocks` from the block and a seeded generator.
+    """
+
+    stream: int
+    ring: Callable[[Block, np.random.Generator], Clocks]
+
+
+#: Strategy name (the value of ``sampling_strategy`` / ``strategy``) -> its implementation.
+POOL_STRATEGIES: dict[str, PoolStrategy] = {
+    "remaining": PoolStrategy(stream=1, ring=_remaining),
+    "round_robin": PoolStrategy(stream=2, ring=_round_robin),
+}
+
+
+def get_strategy(name: str, *, setting: str = "strategy") -> PoolStrategy:
+    """The strategy registered as ``name``; an unknown name is refused listing the table's keys.
+
+    Args:
+        name: the strategy's name.
+        setting: the keyword the caller passed it as, named in the error.
+    """
+    try:
+        return POOL_STRATEGIES[name]
+    except (KeyError, TypeError):
+        raise StreamingError(
+            f"unknown {setting} {name!r}; choose one of {list(POOL_STRATEGIES)}"
+        ) from None
