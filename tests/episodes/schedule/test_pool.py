@@ -8,7 +8,7 @@ import math
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from itertools import permutations
 from typing import Any
 
@@ -27,7 +27,7 @@ from feedline.episodes.schedule.pool import (
     resolve_seed,
     worker_share,
 )
-from tests.episodes.resume_harness import check_resume, resume_points
+from tests.episodes.resume_harness import Epochs, check_resume, resume_points
 from tests.episodes.sched_data import Selection, make_selection, selections
 
 STRATEGY = st.sampled_from(STRATEGIES)
@@ -303,52 +303,28 @@ def test_round_robin_rounds_match_the_rule(
 # ---- resume ----------------------------------------------------------------------------------
 
 
-class PoolEpochs:
-    """Two consecutive epochs of one worker's pool, resumable (what a worker iterates)."""
+def pool_epochs(lengths: Mapping[int, int], strategy: str, pool_size: int) -> Epochs[Any]:
+    """Epochs 4 and 5 of one worker's pool, resumable (what a worker iterates)."""
 
-    def __init__(self, lengths: Mapping[int, int], strategy: str, pool_size: int) -> None:
-        self.lengths, self.strategy, self.pool_size = lengths, strategy, pool_size
-        self.epoch = 4
-        self.pool = self._pool(self.epoch)
+    def pool(epoch: int) -> EpisodePool:
+        order = plan_shards(lengths, world_size=1, num_workers=0, seed=3, epoch=epoch)[0][0]
+        return EpisodePool(order, lengths, strategy=strategy, pool_size=pool_size, seed=3,
+                           epoch=epoch)
 
-    def _pool(self, epoch: int) -> EpisodePool:
-        order = plan_shards(self.lengths, world_size=1, num_workers=0, seed=3, epoch=epoch)[0][0]
-        return EpisodePool(order, self.lengths, strategy=self.strategy, pool_size=self.pool_size,
-                           seed=3, epoch=epoch)
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        return self
-
-    def __next__(self) -> tuple[int, int]:
-        while True:
-            try:
-                return next(self.pool)
-            except StopIteration:
-                if self.epoch == 5:
-                    raise
-                self.epoch += 1
-                self.pool = self._pool(self.epoch)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "pool": self.pool.state_dict()}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.epoch = state["epoch"]
-        self.pool = self._pool(self.epoch)
-        self.pool.load_state_dict(state["pool"])
+    return Epochs(pool, [4, 5])
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_resume_at_every_anchor_of_a_small_epoch(strategy: str) -> None:
     lengths = {0: 5, 3: 1, 4: 9, 8: 2, 9: 7}
-    make = lambda: PoolEpochs(lengths, strategy, 2)  # noqa: E731
+    make = lambda: pool_epochs(lengths, strategy, 2)  # noqa: E731
     check_resume(make, resume_points(2 * 24, every=True))
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_resume_at_random_points_of_a_large_epoch(strategy: str) -> None:
     sel = make_selection(2000, 400, "uniform", 5, subset=True, max_total=100_000)
-    make = lambda: PoolEpochs(sel.lengths, strategy, 32)  # noqa: E731
+    make = lambda: pool_epochs(sel.lengths, strategy, 32)  # noqa: E731
     full = list(make())
     check_resume(make, resume_points(len(full), [len(full) // 2], random_count=3), full=full)
 

@@ -8,8 +8,8 @@ after k batches resumes with exactly the remaining samples in order; the byte bu
 
 from __future__ import annotations
 
-import json
 import threading
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import pytest
@@ -20,9 +20,11 @@ from feedline.episodes import EpisodeDataset
 from feedline.episodes.errors import EpisodeTooLargeError, ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.plan import plan_shards
 from feedline.episodes.schedule.resume import ResumePosition
+from feedline.episodes.schedule.state import Stateful
 from feedline.episodes.stream import payload as payload_module
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset, decode_identity
+from tests.episodes.resume_harness import check_resume
 
 CAM0 = "observation.images.cam_0"
 DELTAS = {CAM0: [-0.2, -0.1, 0.0, 0.1], "action": [-0.1, 0.0, 0.2], "observation.state": [0.0]}
@@ -139,30 +141,67 @@ def test_spawned_workers(av1_dataset, av1_http):
     assert ds.metrics()["episodes_fetched"] == len(av1_dataset.episode_lengths)
 
 
+class TrackedRun(Stateful):
+    """What a training loop takes over ``epochs`` epochs: ``for batch in ds.track(loader)`` per
+    epoch, each batch as its (episode, frame) keys. Its state is the dataset's own checkpoint,
+    so the shared resume harness drives the real thing: a fresh DataLoader per epoch, real
+    worker processes when the loader has them."""
+
+    def __init__(self, make: Callable[[], StreamingEpisodeDataset],
+                 loader: Callable[[StreamingEpisodeDataset], DataLoader], epochs: int = 2) -> None:
+        self.ds, self.loader, self.epochs = make(), loader, epochs
+        self._batches: Iterator[dict] | None = None
+
+    def __iter__(self) -> TrackedRun:
+        return self
+
+    def __next__(self) -> list[tuple[int, int]]:
+        while True:
+            if self._batches is None:
+                if self.ds.epoch >= self.epochs:
+                    raise StopIteration
+                self._batches = self.ds.track(self.loader(self.ds))
+            batch = next(self._batches, None)
+            if batch is not None:
+                return [_key(item) for item in _unbatch(batch)]
+            self._batches = None  # the tracked loop ended: the dataset is at the next epoch
+
+    def state_dict(self) -> dict:
+        return self.ds.state_dict()
+
+    def load_state_dict(self, state: Mapping) -> None:
+        self.close()
+        self.ds.load_state_dict(state)
+
+    def close(self) -> None:
+        if self._batches is not None:
+            self._batches.close()  # shuts the DataLoader's workers down
+            self._batches = None
+
+
 def test_resume_after_k_batches_yields_exactly_the_rest(av1_dataset, av1_http):
-    """Two workers, batch 3, drop_last off: stop after k batches, resume from a JSON checkpoint."""
+    """Two real workers, batch 3, drop_last off: stop after k batches (mid-epoch, at the end of
+    the epoch, early in the next), resume from a JSON checkpoint, and run on into the next epoch."""
 
-    def make() -> StreamingEpisodeDataset:
-        return StreamingEpisodeDataset(
-            root=av1_http, delta_timestamps={CAM0: [0.0]}, episode_pool_size=2, seed=5
-        )
+    def make() -> TrackedRun:
+        return TrackedRun(lambda: StreamingEpisodeDataset(
+            root=av1_http, delta_timestamps={CAM0: [0.0]}, episode_pool_size=2, seed=5,
+        ), lambda ds: _loader(ds, 2, 3))
 
-    full_ds = make()
-    full = _epoch(full_ds, _loader(full_ds, 2, 3))
-    second_epoch = _epoch(full_ds, _loader(full_ds, 2, 3))
-    assert sorted(k for b in full for k in b) == sorted(k for b in second_epoch for k in b)
-    assert full != second_epoch  # a new epoch, a new order
-    for k in (1, 7, len(full) - 1):
-        ds = make()
-        head = _epoch(ds, _loader(ds, 2, 3), limit=k)
-        assert head == full[:k]
-        state = json.loads(json.dumps(ds.state_dict()))
-        assert state["batches_consumed_on_rank"] == k
-        resumed = make()
-        resumed.load_state_dict(state)
-        rest = _epoch(resumed, _loader(resumed, 2, 3))
-        assert rest == full[k:], f"resume after {k} batches"
-        assert _epoch(resumed, _loader(resumed, 2, 3)) == second_epoch  # the epoch after
+    whole = make()
+    full = list(whole)
+    first_len = whole.ds.batches_per_rank(3, 2, epoch=0)[0]
+    first_epoch, second_epoch = full[:first_len], full[first_len:]
+    assert len(second_epoch) == whole.ds.batches_per_rank(3, 2, epoch=1)[0]
+    assert sorted(k for b in first_epoch for k in b) == sorted(k for b in second_epoch for k in b)
+    assert first_epoch != second_epoch  # a new epoch, a new order
+
+    def saved(k: int, state: Mapping) -> None:
+        epoch, taken = (0, k) if k <= first_len else (1, k - first_len)
+        assert (state["epoch"], state["batches_consumed_on_rank"]) == (epoch, taken)
+
+    stops = (1, 7, first_len - 1, first_len, first_len + 1)
+    check_resume(make, stops, full=full, on_state=saved)
 
 
 @pytest.mark.parametrize(("strategy", "drop_last"), [("remaining", False), ("round_robin", True)])
@@ -175,21 +214,28 @@ def test_resume_in_process_and_refusals(strategy, drop_last, av1_dataset, av1_ht
     def loader(ds, batch_size=5):
         return DataLoader(ds, batch_size=batch_size, drop_last=drop_last)
 
-    ds = make()
-    full = _epoch(ds, loader(ds))
+    def run() -> TrackedRun:
+        return TrackedRun(make, loader)
+
+    whole = run()
+    both = list(whole)
+    epoch_len = whole.ds.batches_per_rank(5, 0, drop_last, epoch=0)[0]
+    assert len(both) == epoch_len + whole.ds.batches_per_rank(5, 0, drop_last, epoch=1)[0]
+    full = both[:epoch_len]
     flat = sorted(k for b in full for k in b)
     everything = [av1_dataset.locate(i) for i in range(av1_dataset.total_frames)]
     if drop_last:
         assert len(flat) == 5 * (len(everything) // 5) and set(flat) <= set(everything)
     else:
         assert flat == everything
+    # in process: mid-epoch (after 4 batches), at the epoch's end, and into the next epoch
+    check_resume(run, (4, epoch_len, epoch_len + 1), full=both)
     ds = make()
     _epoch(ds, loader(ds), limit=4)
     state = ds.state_dict()
     resumed = make()
     resumed.load_state_dict(state)
     assert resumed.state_dict() == state  # loaded but not yet iterated: the same checkpoint
-    assert _epoch(resumed, loader(resumed)) == full[4:]
     with pytest.raises(ResumeMismatchError, match="seed"):
         make(seed=7).load_state_dict(state)
     with pytest.raises(ResumeMismatchError, match="pool_settings"):

@@ -1,4 +1,5 @@
-"""EpisodePipeline: schedule order kept across threads, byte budget held, errors surfaced, no leaks.
+"""EpisodePipeline: schedule order kept across threads, byte budget held, errors surfaced, no leaks,
+exact resume through the shared harness.
 
 The payloads here are small objects so that thread timing (random fetch and decode delays) can be
 driven hard; the real fetch/decode path is covered sample by sample in test_streaming.py.
@@ -13,10 +14,11 @@ import time
 import numpy as np
 import pytest
 
-from feedline.episodes.errors import StreamingError
+from feedline.episodes.errors import ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.admission import EpisodeByteCache
 from feedline.episodes.schedule.pool import EpisodePool
 from feedline.episodes.stream.pipeline import EpisodePipeline
+from tests.episodes.resume_harness import Epochs, check_resume, json_roundtrip, resume_points
 
 
 class Payload:
@@ -154,3 +156,60 @@ def test_bad_settings_are_refused():
     with pytest.raises(StreamingError, match="no admission"):
         EpisodePipeline(np.array([1]), np.array([0]), [], {}, fetch=Payload, assemble=dict,
                         cache=cache)
+
+
+# ---- resume ----------------------------------------------------------------------------------
+
+LENGTHS, SIZES = [5, 3, 8, 2, 6], [300, 200, 400, 100, 300]
+
+
+def _epoch_pipeline(epoch: int, fetched: list[int] | None = None) -> EpisodePipeline:
+    """One epoch's pipeline (the schedule's seed is the epoch), with a roomy thread setup."""
+    order, eps, frames = _schedule(LENGTHS, SIZES, 700, pool_size=2, seed=epoch)
+    cache = EpisodeByteCache(700, max_episodes=3)
+
+    def fetch(ep: int) -> Payload:
+        if fetched is not None:
+            fetched.append(ep)
+        return Payload(ep, SIZES[ep])
+
+    return _pipeline(eps, frames, order, SIZES, cache, seed=epoch, fetch=fetch, decode_delay=0.0,
+                     max_num_shards=2, decode_threads=2, decoded_queue_size=3)
+
+
+def test_resume_at_every_sample_of_two_epochs() -> None:
+    """Mid-epoch, at the epoch's end, and the epoch after a resume: exactly the rest, in order."""
+    make = lambda: Epochs(_epoch_pipeline, [0, 1])  # noqa: E731
+    check_resume(make, resume_points(2 * sum(LENGTHS), every=True))
+
+
+def test_resume_never_fetches_an_episode_already_consumed() -> None:
+    full = list(_epoch_pipeline(0))
+    done = full[0]["episode"]
+    k = max(i for i, s in enumerate(full) if s["episode"] == done) + 1  # its last sample taken
+    first = _epoch_pipeline(0)
+    assert [next(first) for _ in range(k)] == full[:k]
+    state = json_roundtrip(first.state_dict())
+    first.close()
+    assert state["samples_taken"] == k and state["anchors"] == len(full)
+    fetched: list[int] = []
+    resumed = _epoch_pipeline(0, fetched)
+    resumed.load_state_dict(state)
+    assert resumed.state_dict() == state  # loaded, not yet iterated: the same checkpoint
+    assert list(resumed) == full[k:]
+    assert done not in fetched and sorted(fetched) == sorted({s["episode"] for s in full[k:]})
+
+
+def test_load_state_refuses_other_anchors_and_a_started_pipeline() -> None:
+    first = _epoch_pipeline(0)
+    next(first)
+    state = first.state_dict()
+    with pytest.raises(StreamingError, match="before the pipeline's first sample"):
+        first.load_state_dict(state)
+    first.close()
+    with pytest.raises(ResumeMismatchError, match="identity"):
+        _epoch_pipeline(1).load_state_dict(state)  # another epoch: other anchors
+    with pytest.raises(ResumeMismatchError, match="state_version"):
+        _epoch_pipeline(0).load_state_dict({**state, "state_version": 2})
+    with pytest.raises(ResumeMismatchError, match="99 samples were taken of 24"):
+        _epoch_pipeline(0).load_state_dict({**state, "samples_taken": 99})

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from feedline.episodes.errors import EpisodeTooLargeError, ResumeMismatchError, StreamingError
-from feedline.episodes.schedule.state import STATE_VERSION_KEY, check_state_version
+from feedline.episodes.schedule.state import STATE_VERSION_KEY, Stateful, check_state_version
 from feedline.episodes.schedule.strategies import POOL_STRATEGIES, Block, get_strategy
 from feedline.validate import check_int
 
@@ -87,7 +87,7 @@ def worker_share(per_rank: int, num_workers: int) -> int:
     return max(1, per_rank // max(1, num_workers))
 
 
-class EpisodePool:
+class EpisodePool(Stateful):
     """Exact-coverage anchor iterator of one worker for one epoch (see the module docstring)."""
 
     STATE_VERSION = 1
@@ -301,10 +301,12 @@ class EpisodePool:
         }
 
     def state_dict(self) -> dict[str, Any]:
+        """Anchors yielded so far, plus every setting that fixes the order (checked on load)."""
         return {STATE_VERSION_KEY: self.STATE_VERSION, "anchors_yielded": self._yielded,
                 **self._settings()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Rewind and skip to the saved anchor; refuses a state of other settings or episodes."""
         check_state_version(state, self.STATE_VERSION, stage="EpisodePool")
         mine = self._settings()
         diffs = [f"{k} (checkpoint {state.get(k)!r}, now {v!r})" for k, v in mine.items()

@@ -39,7 +39,7 @@ import numpy as np
 
 from feedline.episodes.errors import ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.plan import EpisodeLengths, episode_arrays, plan_shards_arrays
-from feedline.episodes.schedule.state import STATE_VERSION_KEY, check_state_version
+from feedline.episodes.schedule.state import STATE_VERSION_KEY, Stateful, check_state_version
 from feedline.validate import check_int
 
 __all__ = [
@@ -331,7 +331,7 @@ def _boundary_position(
 # ---- the training-process side ------------------------------------------------------------
 
 
-class ConsumptionTracker:
+class ConsumptionTracker(Stateful):
     """Counts what the training loop consumed on this rank; its state is the reader's checkpoint."""
 
     def __init__(
@@ -364,6 +364,7 @@ class ConsumptionTracker:
         self.position = ResumePosition(self.epoch, 0, (0,) * workers, True)
 
     def state_dict(self) -> dict[str, Any]:
+        """The rank's checkpoint (:class:`ResumeState` as a plain dict): settings + batches taken."""
         s = self.settings
         return ResumeState(
             **asdict(s), epoch=self.epoch, rank=self.rank,
@@ -372,6 +373,7 @@ class ConsumptionTracker:
         ).to_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from a checkpoint (refused, naming what differs, under other settings)."""
         self.position = resume_position(
             state, self.settings, self.episode_lengths, rank=self.rank,
             allow_order_change=self.allow_order_change,

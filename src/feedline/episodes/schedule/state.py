@@ -1,9 +1,14 @@
 """The one checkpoint contract every stateful stage of the episode reader implements.
 
-Why one contract: a resume bug in any stage silently repeats or skips data, so every stage
-(pool, consumption tracker, later the pipeline and dataset) exposes the same two methods and is
-checked by the same harness (``tests/episodes/resume_harness.py``): resume mid-epoch, at epoch end,
-and the epoch after a resume.
+Why one contract: a resume bug in any stage silently repeats or skips data, so every stateful
+stage declares it (subclasses :class:`Stateful`) and exposes the same two methods - the pool
+(:class:`~feedline.episodes.schedule.pool.EpisodePool`), the consumption tracker
+(:class:`~feedline.episodes.schedule.resume.ConsumptionTracker`), the pipeline
+(:class:`~feedline.episodes.stream.pipeline.EpisodePipeline`) and the streaming dataset
+(:class:`~feedline.episodes.stream.dataset.StreamingEpisodeDataset`) - and each is checked by the
+same harness (``tests/episodes/resume_harness.py``): resume mid-epoch, at epoch end, and the epoch
+after a resume. ``state_dict``/``load_state_dict`` are PyTorch's names, which training loops
+already call on models, optimizers and DataLoaders.
 
 Rules of the contract (taken from torchdata's stateful nodes):
 

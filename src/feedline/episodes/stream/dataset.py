@@ -60,6 +60,7 @@ from feedline.episodes.schedule.resume import (
     resume_position,
     sampler_identity,
 )
+from feedline.episodes.schedule.state import Stateful
 from feedline.episodes.schedule.strategies import get_strategy
 from feedline.episodes.settings import check_setting
 from feedline.episodes.stream.payload import (
@@ -97,7 +98,7 @@ def _batch_len(batch: Any) -> int:
     return len(batch)
 
 
-class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset):
+class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
     """Streaming LeRobot v3 dataset (see the module docstring)."""
 
     def __init__(

@@ -21,6 +21,11 @@ anchors precede, in schedule order, every anchor of the waiting episode, so thei
 submitted (and end) without needing it. Why the order is exact: the buffer is a FIFO of futures
 in schedule order, whatever thread finishes first.
 
+Resume (:class:`~feedline.episodes.schedule.state.Stateful`): ``state_dict()`` counts the samples
+the consumer has taken, never what the threads prepared ahead; ``load_state_dict()`` before the
+first sample skips that many anchors, so the threads start at the first one still owed and never
+fetch an episode whose anchors were all taken. Threads start on the first sample, not before.
+
 Metrics (:class:`PipelineMetrics`): samples, bytes fetched, episodes fetched, refill stalls (the
 consumer needed an episode that was not yet fetched) and their seconds; batch-wait is measured
 by whoever consumes the batches.
@@ -29,6 +34,7 @@ by whoever consumes the batches.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 from collections import deque
@@ -39,8 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from feedline.episodes.errors import StreamingError
+from feedline.episodes.errors import ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.admission import EpisodeByteCache
+from feedline.episodes.schedule.state import STATE_VERSION_KEY, Stateful, check_state_version
 from feedline.validate import check_int
 
 __all__ = ["EpisodePipeline", "PipelineMetrics"]
@@ -64,7 +71,7 @@ class PipelineMetrics:
         return asdict(self)
 
 
-class EpisodePipeline:
+class EpisodePipeline(Stateful):
     """Samples of one worker's anchors, in schedule order (an iterator; ``close()`` stops threads).
 
     ``episodes``/``frames`` are the anchors still to serve, in order; ``admission`` the episodes
@@ -72,6 +79,8 @@ class EpisodePipeline:
     ``fetch(ep)`` returns a payload (called on the fetch pool), ``assemble(payload, frame)`` a
     sample (called on the decode pool), ``finish(sample)`` runs on the consuming thread.
     """
+
+    STATE_VERSION = 1
 
     def __init__(
         self,
@@ -95,6 +104,7 @@ class EpisodePipeline:
             ("decoded_queue_size", decoded_queue_size),
         ):
             check_int(name, value, minimum=1, error=StreamingError)
+        self._anchors = (np.asarray(episodes, np.int64), np.asarray(frames, np.int64))
         self._eps = episodes.tolist()
         self._frames = frames.tolist()
         last: dict[int, int] = {}
@@ -110,16 +120,25 @@ class EpisodePipeline:
         self.cache = cache
         self.queue_size = decoded_queue_size
         self.metrics = metrics if metrics is not None else PipelineMetrics()
+        self._threads = (max_num_shards, decode_threads)
+        self._identity: str | None = None
         self._cond = threading.Condition()
         self._fetches: dict[int, Future[Any]] = {}
         self._dispatch_error: BaseException | None = None
         self._dispatch_done = False
         self._payloads: dict[int, Any] = {}
         self._buffer: deque[Future[dict[str, Any]]] = deque()
-        self._next = 0
+        self._next = 0  # next anchor to submit for decoding
+        self._taken = 0  # samples the consumer has taken (what state_dict reports)
         self._closed = False
-        self._fetch_pool = ThreadPoolExecutor(max_num_shards, thread_name_prefix="feedline-fetch")
-        self._decode_pool = ThreadPoolExecutor(decode_threads, thread_name_prefix="feedline-decode")
+        self._started = False
+
+    def _start(self) -> None:
+        """Start the threads (on the first sample, so a resume can skip anchors first)."""
+        self._started = True
+        fetchers, decoders = self._threads
+        self._fetch_pool = ThreadPoolExecutor(fetchers, thread_name_prefix="feedline-fetch")
+        self._decode_pool = ThreadPoolExecutor(decoders, thread_name_prefix="feedline-decode")
         self._dispatcher = threading.Thread(
             target=self._dispatch, name="feedline-admission", daemon=True
         )
@@ -226,6 +245,8 @@ class EpisodePipeline:
     def __next__(self) -> dict[str, Any]:
         if self._closed:
             raise StopIteration
+        if not self._started:
+            self._start()
         try:
             self._fill()
             if not self._buffer:
@@ -233,6 +254,7 @@ class EpisodePipeline:
                 raise StopIteration
             sample = self._buffer.popleft().result()
             self.metrics.samples += 1
+            self._taken += 1
         except StopIteration:
             raise
         except BaseException:
@@ -244,6 +266,44 @@ class EpisodePipeline:
     def remaining(self) -> int:
         """Samples not yet returned (submitted or not)."""
         return len(self._eps) - self._next + len(self._buffer)
+
+    # ---- state ----------------------------------------------------------------------------
+
+    @property
+    def identity(self) -> str:
+        """Digest of the anchors this pipeline serves: a state applies only to the same ones."""
+        if self._identity is None:
+            h = hashlib.sha256(b"feedline.episodes.stream.pipeline/v1")
+            for array in self._anchors:
+                h.update(array.tobytes())
+            self._identity = h.hexdigest()[:32]
+        return self._identity
+
+    def state_dict(self) -> dict[str, Any]:
+        """The samples the consumer has taken (prefetched and decoded-ahead ones are not saved)."""
+        return {STATE_VERSION_KEY: self.STATE_VERSION, "samples_taken": self._taken,
+                "anchors": len(self._eps), "identity": self.identity}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Skip the samples ``state`` says were taken; before the first sample only."""
+        check_state_version(state, self.STATE_VERSION, stage="EpisodePipeline")
+        if self._started:
+            raise StreamingError("load_state_dict() must come before the pipeline's first sample")
+        mine = {"anchors": len(self._eps), "identity": self.identity}
+        diffs = [f"{k} (checkpoint {state.get(k)!r}, now {v!r})" for k, v in mine.items()
+                 if state.get(k) != v]
+        if diffs:
+            raise ResumeMismatchError(
+                "cannot restore the episode pipeline sample-exactly: " + "; ".join(diffs)
+            )
+        taken = int(state["samples_taken"])
+        if not 0 <= taken <= len(self._eps):
+            raise ResumeMismatchError(
+                f"pipeline state says {taken} samples were taken of {len(self._eps)}"
+            )
+        self._next = self._taken = taken
+        # Episodes whose every anchor was taken are never fetched (nor reserved, nor released).
+        self._admission = [ep for ep in self._admission if self._last[ep] >= taken]
 
     def close(self) -> None:
         """Stop the dispatcher and the pools; undelivered samples are dropped (never counted)."""
@@ -260,8 +320,9 @@ class EpisodePipeline:
             future.cancel()
         self._buffer.clear()
         self._payloads.clear()
-        self._fetch_pool.shutdown(wait=False, cancel_futures=True)
-        self._decode_pool.shutdown(wait=False, cancel_futures=True)
+        if self._started:
+            self._fetch_pool.shutdown(wait=False, cancel_futures=True)
+            self._decode_pool.shutdown(wait=False, cancel_futures=True)
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
