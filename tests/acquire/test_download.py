@@ -19,6 +19,7 @@ from feedline.acquire.download import (
 )
 from feedline.acquire.errors import DownloadError
 from feedline.io import HttpRangeClient
+from feedline.io.atomic import temp_path
 from feedline.io.http.client import redact
 from feedline.io.retry import RetryPolicy
 
@@ -98,6 +99,21 @@ def test_resume_fetches_only_the_remainder_with_if_range(nginx_server, tmp_path)
     )
     gets = [entry for entry in log_for(nginx_server, "resume.bin") if entry[0].startswith("GET")]
     assert gets == [("GET /resume.bin HTTP/1.1", 206, SIZE - verified, f"bytes={verified}-")]
+
+
+def test_temp_of_a_checkpoint_save_killed_midway_is_removed_on_resume(nginx_server, tmp_path):
+    """A kill -9 inside Checkpoint.save leaves its temp (never a half checkpoint): the next run,
+    holding the shard's lock, clears it and still resumes from the intact checkpoint."""
+    data = serve(nginx_server, "stale.bin")
+    url = f"{nginx_server.url}/stale.bin"
+    dest = tmp_path / "stale.bin"
+    leave_partial(url, dest, data, 3 * MiB)
+    stale = temp_path(checkpoint_path(dest))
+    stale.write_text('{"verified_bytes": 4')  # what the killed save had written so far
+    result = download_shard(url, dest)
+    assert_done(dest, data, result)
+    assert result.reused_bytes == 3 * MiB
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".stale.bin.lock", "stale.bin"]
 
 
 def test_unverified_tail_longer_than_checkpoint_is_dropped(nginx_server, tmp_path):

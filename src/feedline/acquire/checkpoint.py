@@ -53,16 +53,12 @@ class Checkpoint:
         Without ``durable`` the rename is still atomic for other processes; only an OS crash can
         lose it, and the re-hash on start makes a lost or stale checkpoint harmless. Skipping the
         fsync matters on ext4 and XFS, where fsyncing even this small file commits the journal and
-        flushes the shard's pending writes with it.
+        flushes the shard's pending writes with it. A process killed mid-save leaves a temp file
+        beside the checkpoint; the next download of the shard removes it.
         """
         self.updated_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        if durable:
-            with atomic_write(path, "w", encoding="utf-8") as handle:
-                json.dump(asdict(self), handle, sort_keys=True)
-            return
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(asdict(self), sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
+        with atomic_write(path, "w", durable=durable, encoding="utf-8") as handle:
+            json.dump(asdict(self), handle, sort_keys=True)
 
     @classmethod
     def load(cls, path: Path) -> Checkpoint | None:

@@ -28,7 +28,7 @@ from feedline.acquire.checkpoint import Checkpoint, hash_prefix, remove_quietly
 from feedline.acquire.errors import DownloadError
 from feedline.acquire.sources import Body, RangeNotSatisfiable, Source, open_source
 from feedline.io import TransientError, process_lock
-from feedline.io.locks import fsync_dir
+from feedline.io.atomic import install, remove_stale_temps
 from feedline.io.retry import DEFAULT_RETRY, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -181,6 +181,7 @@ class _Download:
             self.ckpt_pool.shutdown()
 
     def _run(self) -> ShardResult:
+        remove_stale_temps(self.ckpt_path)  # of a killed checkpoint save; we hold dest's lock
         if self.dest.exists() and not self.part.exists():
             remove_quietly(self.ckpt_path)  # a stale checkpoint of a run that finished
             done = self._existing()
@@ -447,8 +448,7 @@ class _Download:
                 f"{self.source.url}: sha256 {digest} does not match the expected {self.expected}; "
                 f"bytes kept as {bad.name} for inspection, {self.dest.name} not written"
             )
-        os.replace(self.part, self.dest)
-        fsync_dir(self.dest.parent)
+        install(self.part, self.dest)
         remove_quietly(self.ckpt_path)
         return ShardResult(
             self.source.url,

@@ -13,7 +13,6 @@ import fnmatch
 import glob
 import gzip
 import os
-import tempfile
 import zlib
 from collections.abc import Iterator
 from itertools import chain
@@ -22,6 +21,7 @@ from typing import IO
 import zstandard
 
 from feedline.curate.errors import CurateError, RetryableFailure
+from feedline.io.atomic import AtomicFile, atomic_write
 from feedline.io.errors import (
     CorpusFormatError,
     NotFoundError,
@@ -30,22 +30,12 @@ from feedline.io.errors import (
     is_transport_error,
 )
 from feedline.io.lines import LineReader, open_input
+from feedline.io.paths import is_url, local_path
 
 GZIP_LEVEL = 6  # zlib's default: ~3x faster than gzip.open's 9 for a few percent of size
 ZSTD_LEVEL = 3
 _GLOB_CHARS = "*?["
 _READ_BUFFER = 1 << 20
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
-
-def is_remote(path: str) -> bool:
-    """True for URLs with a scheme other than ``file://``."""
-    return "://" in path and not path.startswith("file://")
-
-
-def _local(path: str) -> str:
-    return path[len("file://") :] if path.startswith("file://") else path
 
 
 def compression_of(path: str) -> str:
@@ -69,10 +59,10 @@ def expand(patterns: list[str]) -> list[str]:
     """Every file matching any pattern (``**`` allowed), sorted, without duplicates."""
     found: set[str] = set()
     for pattern in patterns:
-        if is_remote(pattern):
+        if is_url(pattern):
             found.update(_expand_remote(pattern))
             continue
-        local = _local(pattern)
+        local = local_path(pattern)
         if not any(c in local for c in _GLOB_CHARS):
             if os.path.isdir(local):
                 local = os.path.join(local, "**", "*.json*")
@@ -105,8 +95,8 @@ def _expand_remote(pattern: str) -> list[str]:
 
 def size_of(path: str) -> int:
     """Size in bytes of a local or remote file."""
-    if not is_remote(path):
-        return os.path.getsize(_local(path))
+    if not is_url(path):
+        return os.path.getsize(local_path(path))
     from feedline.io import open_object
 
     store, name = open_object(path)
@@ -114,8 +104,8 @@ def size_of(path: str) -> int:
 
 
 def exists(path: str) -> bool:
-    if not is_remote(path):
-        return os.path.exists(_local(path))
+    if not is_url(path):
+        return os.path.exists(local_path(path))
     from feedline.io import open_object
 
     store, name = open_object(path)
@@ -162,7 +152,7 @@ def _curate_errors(batches: Iterator[list[bytes]], path: str) -> Iterator[list[b
     except StoreError as exc:
         raise CurateError(f"{path}: read failed ({exc})") from None
     except OSError as exc:
-        if is_remote(path) or is_transport_error(exc):
+        if is_url(path) or is_transport_error(exc):
             raise RetryableFailure(f"{path}: read failed ({exc})") from exc
         raise CurateError(f"{path}: read failed ({exc})") from None
     except Exception as exc:
@@ -174,21 +164,16 @@ def _curate_errors(batches: Iterator[list[bytes]], path: str) -> Iterator[list[b
 class AtomicOutput:
     """A compressed output file that appears at ``path`` only on :meth:`commit`.
 
-    Local: a hidden temp file in the destination folder, ``os.replace``d into place. Remote: a
-    local temp file uploaded with the store's ``write_bytes`` (atomic where the store allows).
+    Compression on top of :class:`feedline.io.atomic.AtomicFile`: a hidden temp file in the
+    destination folder renamed into place (fsynced, folder included), or for a URL a local temp
+    file uploaded in one PUT.
     """
 
     def __init__(self, path: str, compression: str | None = None) -> None:
         self.path = path
         self.compression = compression_of(path) if compression is None else compression
-        if is_remote(path):
-            fd, self._tmp = tempfile.mkstemp(prefix="feedline-", suffix=".part")
-        else:
-            target = _local(path)
-            folder = os.path.dirname(target) or "."
-            os.makedirs(folder, exist_ok=True)
-            fd, self._tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=folder)
-        self._raw = os.fdopen(fd, "wb")
+        self._file = AtomicFile(path)
+        self._raw = self._file.handle
         self.bytes_in = 0
         self._zstd: zstandard.ZstdCompressionWriter | None = None
         self._sink: IO[bytes]
@@ -227,63 +212,37 @@ class AtomicOutput:
             self._zstd.flush(zstandard.FLUSH_BLOCK)
         return self._raw.tell()
 
-    def _close_streams(self) -> None:
-        self._flush_buffer()
-        if self._sink is not self._raw:
-            self._sink.close()
-        self._raw.flush()
-        os.fsync(self._raw.fileno())
-        self._raw.close()
-
     def commit(self) -> None:
         """Finish the stream and move it into place."""
         if self._done:
             return
         self._done = True
         try:
-            self._close_streams()
-            if is_remote(self.path):
-                from feedline.io import open_object
-
-                store, name = open_object(self.path)
-                with open(self._tmp, "rb") as handle:
-                    store.write_bytes(name, handle.read())
-                os.unlink(self._tmp)
-            else:
-                os.chmod(self._tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; match a plain open()
-                os.replace(self._tmp, _local(self.path))
+            self._flush_buffer()
+            if self._sink is not self._raw:
+                self._sink.close()  # ends the gzip member / zstd frame; the file stays open
         except BaseException:
-            self.abort()
+            self._file.abort()
             raise
+        self._file.commit()
 
     def abort(self) -> None:
         """Drop the temp file; the previous file at ``path`` (if any) stays untouched."""
         self._done = True
-        with contextlib.suppress(Exception):
-            self._raw.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self._tmp)
+        self._file.abort()
 
 
 def write_small(path: str, data: bytes) -> None:
     """Write a small file (a marker, a report) atomically, local or remote."""
-    if is_remote(path):
-        from feedline.io import open_object
-
-        store, name = open_object(path)
-        store.write_bytes(name, data)
-        return
-    from feedline.io.locks import atomic_write  # loads filelock only, not HTTP or fsspec
-
-    with atomic_write(_local(path)) as handle:
+    with atomic_write(path) as handle:
         handle.write(data)
 
 
 def read_small(path: str) -> bytes | None:
     """The contents of a small file, or None when it does not exist."""
-    if not is_remote(path):
+    if not is_url(path):
         try:
-            with open(_local(path), "rb") as handle:
+            with open(local_path(path), "rb") as handle:
                 return handle.read()
         except FileNotFoundError:
             return None

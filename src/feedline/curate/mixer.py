@@ -25,6 +25,7 @@ from feedline.curate import files
 from feedline.curate.errors import AlignmentError, CurateError
 from feedline.curate.jsonpath import JsonPath
 from feedline.curate.runtime import attribute_path, relative_name
+from feedline.io.paths import is_url
 
 log = logging.getLogger("feedline.curate")
 _EXTENSIONS = {"gz": ".jsonl.gz", "zst": ".jsonl.zst", "": ".jsonl"}
@@ -241,12 +242,12 @@ class _ShardWriter:
     def _close(self) -> None:
         if self.current is not None:
             self.current.commit()
-            self.bytes_written += os.path.getsize(self.current.path) if not files.is_remote(self.current.path) else 0
+            self.bytes_written += os.path.getsize(self.current.path) if not is_url(self.current.path) else 0
             self.current = None
 
     def finish(self) -> None:
         self._close()
-        if not files.is_remote(self.stream.output_path):
+        if not is_url(self.stream.output_path):
             _remove_stale_shards(self.stream, self.shards)
 
     def abort(self) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from feedline.curate import files
 from feedline.curate.errors import CurateError, RetryableFailure
 from feedline.curate.runtime import FileTagger, TagJob, attributes_root, relative_name
+from feedline.io.paths import is_url
 
 log = logging.getLogger("feedline.curate")
 MARKER_SUFFIX = ".done"
@@ -85,7 +86,7 @@ def common_base(paths: list[str]) -> str:
     folders = [posixpath.dirname(p) for p in paths]
     if not folders:
         return ""
-    if all(not files.is_remote(f) for f in folders):
+    if all(not is_url(f) for f in folders):
         return os.path.commonpath([os.path.abspath(f) for f in folders]) if folders else ""
     prefix = os.path.commonprefix(folders)
     return prefix[: prefix.rfind("/") + 1].rstrip("/") if "/" in prefix else ""
@@ -98,7 +99,7 @@ def default_metadata_dir(sources: list[str], job: TagJob) -> str:
 
 
 def is_temporary(path: str) -> bool:
-    if files.is_remote(path):
+    if is_url(path):
         return False
     return os.path.abspath(path).startswith(os.path.abspath(tempfile.gettempdir()) + os.sep)
 

@@ -7,9 +7,6 @@ has been tagged, so a crash never leaves a partial attribute file where a reader
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import os
 import posixpath
 import time
 from collections.abc import Callable
@@ -22,6 +19,7 @@ from feedline.curate.errors import CurateError, RetryableFailure
 from feedline.curate.model import KEY_SEPARATOR, AttributeRow, Document, document_decoder
 from feedline.curate.registry import check_name, get_tagger, import_tagger_modules
 from feedline.curate.taggers.base import BaseTagger
+from feedline.io.atomic import remove_stale_temps
 
 DOCUMENTS_SEGMENT = "documents"
 BATCH_SIZE = 256  # rows handed to each tagger at once (taggers may vectorise across them)
@@ -157,7 +155,7 @@ class FileTagger:
         outputs: list[_Output] = []
         try:
             for path, names in plan.items():
-                _remove_stale_temps(path)
+                remove_stale_temps(path)  # left by a killed run; this task owns the file
                 prefixed = [(f"{self.job.experiment_of(n)}{KEY_SEPARATOR}{n}{KEY_SEPARATOR}", self.taggers[n]) for n in names]
                 outputs.append(_Output(path, prefixed))
             for tagger in self.taggers.values():
@@ -245,13 +243,3 @@ class FileTagger:
                 f"{src}: lines {first_line}-{first_line + len(docs) - 1}: tagger {tagger.name!r} failed: "
                 f"{type(batch_error).__name__}: {batch_error}"
             ) from batch_error
-
-
-def _remove_stale_temps(path: str) -> None:
-    """Temp files a killed run left next to ``path`` (never the file itself)."""
-    if files.is_remote(path):
-        return
-    folder, name = os.path.split(path)
-    for stale in glob.glob(os.path.join(glob.escape(folder or "."), f".{glob.escape(name)}.*.tmp")):
-        with contextlib.suppress(OSError):
-            os.unlink(stale)

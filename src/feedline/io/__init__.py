@@ -24,7 +24,8 @@ _EXPORTS = {
     "feedline_home": "feedline.io.home",
     "HttpRangeClient": "feedline.io.http.client",
     "HttpStore": "feedline.io.http.store",
-    "atomic_write": "feedline.io.locks",
+    "AtomicFile": "feedline.io.atomic",
+    "atomic_write": "feedline.io.atomic",
     "process_lock": "feedline.io.locks",
     "open_object": "feedline.io.open",
     "open_store": "feedline.io.open",
@@ -36,6 +37,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AtomicFile",
     "CorpusFormatError",
     "IoError",
     "stream_jsonl",
@@ -61,6 +63,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from feedline.io.atomic import AtomicFile, atomic_write
     from feedline.io.errors import (
         AccessDeniedError,
         CorpusFormatError,
@@ -76,7 +79,7 @@ if TYPE_CHECKING:
     from feedline.io.http.client import HttpRangeClient
     from feedline.io.http.store import HttpStore
     from feedline.io.jsonl import stream_jsonl
-    from feedline.io.locks import atomic_write, process_lock
+    from feedline.io.locks import process_lock
     from feedline.io.open import open_object, open_store
     from feedline.io.retry import RetryPolicy, call_with_retries
     from feedline.io.store import LocalStore, ObjectInfo, Store

@@ -26,6 +26,7 @@ from typing import IO, Any
 import zstandard
 
 from feedline.io.errors import CorpusFormatError, NotFoundError
+from feedline.io.paths import is_url, local_path
 
 READ_BYTES = 1 << 20  # compressed bytes per read (one reused buffer)
 FEED_BYTES = 32 << 10  # compressed bytes per decompress call: the decompressed piece stays in cache while split
@@ -101,8 +102,8 @@ def open_input(path_or_url: str, storage_options: dict[str, Any] | None = None) 
     Local files are opened unbuffered: :class:`LineReader` reads a whole buffer at a time. A
     missing local file is a :class:`NotFoundError`; remote failures are the store's errors.
     """
-    if "://" not in path_or_url or path_or_url.startswith("file://"):
-        path = path_or_url.removeprefix("file://")
+    if not is_url(path_or_url):
+        path = local_path(path_or_url)
         try:
             return open(path, "rb", buffering=0)  # noqa: SIM115 - the caller closes it
         except FileNotFoundError:

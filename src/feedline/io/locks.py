@@ -1,8 +1,6 @@
-"""Process locks and atomic file installs.
+"""Process locks: one writer of a file at a time, across processes, with a bounded wait.
 
-A reader must only ever see the previous valid file or the complete new one, whatever happens to
-the writer (exception, ``kill -9``, full disk): write a temp file beside the target, fsync it,
-``os.replace`` it over the target, fsync the folder.
+Installing the file itself is :mod:`feedline.io.atomic`'s job; a lock only decides who builds it.
 """
 
 from __future__ import annotations
@@ -11,11 +9,9 @@ import contextlib
 import json
 import os
 import socket
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
 
 import filelock
 
@@ -63,40 +59,3 @@ def process_lock(path: str | os.PathLike[str], timeout_s: float) -> Iterator[Pat
         with contextlib.suppress(OSError):
             _holder_path(lock_path).unlink()
         lock.release()
-
-
-def fsync_dir(path: str | os.PathLike[str]) -> None:
-    """Make a rename inside ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def atomic_write(path: str | os.PathLike[str], mode: str = "wb", **open_kwargs: Any) -> Iterator[IO[Any]]:
-    """Write ``path`` all-or-nothing; on any exception the old file stays and the temp is removed."""
-    if not any(c in mode for c in "wa") or "r" in mode:
-        raise ValueError(f"atomic_write needs a write mode, got {mode!r}")
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        with open(tmp, mode.replace("a", "w"), **open_kwargs) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        with contextlib.suppress(OSError):
-            # mkstemp creates 0600; give the file the permissions a plain open() would.
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-        fsync_dir(target.parent)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from feedline.io.atomic import atomic_write
 from feedline.io.errors import AccessDeniedError, NotFoundError, RangeError, StoreError
-from feedline.io.locks import atomic_write
 
 
 @dataclass(frozen=True)
