@@ -11,7 +11,7 @@ import pytest
 
 from feedline.episodes.cli import register
 from feedline.episodes.errors import SidecarError
-from feedline.episodes.video.sidecar import PUBLISHED_PATH, Sidecar, ensure_sidecar, parse_source
+from feedline.episodes.video.sidecar import PUBLISHED_PATH, Sidecar, ensure_sidecar, parse_video
 from feedline.errors import FeedlineError
 from feedline.io import open_store
 
@@ -43,7 +43,7 @@ def test_builds_the_full_dataset(av1_dataset, tmp_path: Path, capsys: pytest.Cap
     assert sorted(sidecar.entries) == all_videos(av1_dataset.root)
     store = open_store(str(av1_dataset.root))
     for path, entry in sidecar.entries.items():
-        direct = parse_source(store, path, store.stat(path))
+        direct = parse_video(store, path, store.stat(path))
         assert np.array_equal(sidecar.table(path).pts, direct.pts) and entry.samples == len(direct)
 
 
@@ -66,7 +66,7 @@ def test_push_to_s3_and_readers_use_it(av1_dataset, s3_server, tmp_path: Path,
 
     def parse(store, path, info):  # type: ignore[no-untyped-def]
         parsed.append(path)
-        return parse_source(store, path, info)
+        return parse_video(store, path, info)
 
     store = open_store(f"s3://{prefix}", **s3_server.storage_options)
     videos = all_videos(av1_dataset.root)

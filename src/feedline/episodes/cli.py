@@ -3,8 +3,9 @@
 Training builds the sidecar it needs on first open (and never writes to the dataset); this
 command builds the full-dataset archive explicitly, optionally publishing it where every reader
 of that revision finds it: ``meta/mp4-sidecars/`` of an object-store / bucket root, or for a
-Hub dataset repo the dedicated branch ``lerobot-sidecars`` (the source branch or tag stays
-untouched; the file is keyed by the source commit, so a tag and its commit share one index).
+Hub dataset repo the dedicated branch ``lerobot-sidecars`` (the dataset's own branch or tag
+stays untouched; the file is keyed by the dataset commit, so a tag and its commit share one
+index).
 Publishing a subset is refused: readers trust a published sidecar for every video.
 """
 

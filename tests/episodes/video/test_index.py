@@ -14,7 +14,7 @@ from feedline.episodes.video.index import (
     derived_tables,
     generation_dir,
     smallest_dtype,
-    source_dir,
+    video_dir,
 )
 from feedline.episodes.video.mp4.table import INT_COLUMNS
 from feedline.episodes.video.sidecar import current_objects, ensure_sidecar
@@ -64,22 +64,22 @@ def test_conversion_is_exact_narrow_and_read_only(root: Path) -> None:
         assert mapped.info == canonical.info
     import json
 
-    meta = json.loads((source_dir(sidecar, "videos/av1_multi.mp4") / "meta.json").read_text())
+    meta = json.loads((video_dir(sidecar, "videos/av1_multi.mp4") / "meta.json").read_text())
     # AV1: no reordering -> ctts constant (stored once), dts a constant-duration range
     assert meta["columns"]["ctts"] == {"kind": "const", "value": 0}
     assert meta["columns"]["dts"] == {"kind": "range", "start": 0, "step": 1024}
-    assert not (source_dir(sidecar, "videos/av1_multi.mp4") / "ctts.npy").exists()
-    h264 = json.loads((source_dir(sidecar, "videos/h264_multi.mp4") / "meta.json").read_text())
+    assert not (video_dir(sidecar, "videos/av1_multi.mp4") / "ctts.npy").exists()
+    h264 = json.loads((video_dir(sidecar, "videos/h264_multi.mp4") / "meta.json").read_text())
     assert h264["columns"]["ctts"]["kind"] == "array" and h264["columns"]["ctts"]["dtype"] in ("|u1", "<u2")
 
 
-def test_only_requested_sources_are_converted(root: Path) -> None:
+def test_only_requested_videos_are_converted(root: Path) -> None:
     store = open_store(str(root))
     sidecar, _ = ensure_sidecar(store, VIDEOS, revision="main")
     derived_tables(sidecar, VIDEOS[:1], 60)
     gen = generation_dir(sidecar)
     dirs = [p for p in gen.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    assert dirs == [source_dir(sidecar, VIDEOS[0])]
+    assert dirs == [video_dir(sidecar, VIDEOS[0])]
 
 
 def test_new_sidecar_makes_new_generation_and_live_readers_keep_working(root: Path) -> None:
@@ -144,5 +144,5 @@ def test_two_processes_convert_concurrently(root: Path) -> None:
     assert [int(out) for out, _ in outs] == [total, total]
     gen = generation_dir(sidecar)
     assert sorted(p.name for p in gen.iterdir() if p.is_dir()) == sorted(
-        source_dir(sidecar, p).name for p in VIDEOS
+        video_dir(sidecar, p).name for p in VIDEOS
     )  # no temporary folders left behind

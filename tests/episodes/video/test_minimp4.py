@@ -130,13 +130,13 @@ def test_merge_ranges() -> None:
     assert minimp4.merge_ranges(starts, ends, gap=0) == [(0, 60), (100, 150), (10_000, 10_010)]
 
 
-_EDIT_SOURCE: dict[str, bytes] = {}
+_EDIT_VIDEO: dict[str, bytes] = {}
 
 
-def _edit_source(corpus: tuple[Path, dict[str, Path]]) -> bytes:
-    if "data" not in _EDIT_SOURCE:
-        _EDIT_SOURCE["data"] = corpus[1]["videos/h264_single_end.mp4"].read_bytes()
-    return _EDIT_SOURCE["data"]
+def _edit_video(corpus: tuple[Path, dict[str, Path]]) -> bytes:
+    if "data" not in _EDIT_VIDEO:
+        _EDIT_VIDEO["data"] = corpus[1]["videos/h264_single_end.mp4"].read_bytes()
+    return _EDIT_VIDEO["data"]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -150,7 +150,7 @@ def test_any_supported_edit_list_matches_pyav(
     empty_ms: int, media_time: int, duration_ms: int,
 ) -> None:
     """Random edit lists on a real B-frame file: accepted ones give PyAV's timeline and pixels."""
-    data = _edit_source(corpus)
+    data = _edit_video(corpus)
     entries = ([(empty_ms, -1, 1, 0)] if empty_ms else []) + [(duration_ms, media_time, 1, 0)]
     patched = factory.replace_box(data, ["moov", "trak", "edts", "elst"], factory.elst_box(entries))
     try:

@@ -25,7 +25,7 @@ from feedline.episodes.video.sidecar import (
     cache_path,
     current_objects,
     ensure_sidecar,
-    parse_source,
+    parse_video,
     write_sidecar,
 )
 from feedline.io import open_store
@@ -65,7 +65,7 @@ class CountingParse:
 
     def __call__(self, store, path, info):  # type: ignore[no-untyped-def]
         self.paths.append(path)
-        return parse_source(store, path, info)
+        return parse_video(store, path, info)
 
 
 def flip_payload_byte(path: Path) -> None:
@@ -86,13 +86,13 @@ def test_archive_is_plain_npz_with_canonical_columns(root: Path, home: Path) -> 
         meta = json.loads(npz["meta.json"])
         assert meta["schema_version"] == SCHEMA_VERSION == 3 and meta["revision"] == "r1"
         assert meta["complete"] is True
-        for source in meta["sources"]:
-            assert source["fingerprint"] == current[source["path"]].fingerprint
+        for video in meta["sources"]:  # schema 3's key, kept so published sidecars stay readable
+            assert video["fingerprint"] == current[video["path"]].fingerprint
             for column in INT_COLUMNS:
-                assert npz[f"{source['key']}/{column}"].dtype == np.int64
-            assert npz[f"{source['key']}/pts"].dtype == np.float64
+                assert npz[f"{video['key']}/{column}"].dtype == np.int64
+            assert npz[f"{video['key']}/pts"].dtype == np.float64
     for path in VIDEOS:
-        direct = parse_source(store, path, current[path])
+        direct = parse_video(store, path, current[path])
         stored = sidecar.table(path)
         for column in (*INT_COLUMNS, "pts"):
             assert np.array_equal(getattr(direct, column), getattr(stored, column)), column
@@ -110,7 +110,7 @@ def test_build_holds_a_bounded_number_of_parse_results(root: Path, home: Path) -
     lock = threading.Lock()
 
     def parse(store, path, info):  # type: ignore[no-untyped-def]
-        table = parse_source(store, path, info)
+        table = parse_video(store, path, info)
         with lock:
             counts["parsed"] += 1
             counts["worst"] = max(counts["worst"], counts["parsed"] - counts["written"])
@@ -236,7 +236,7 @@ SCRIPT = textwrap.dedent(
         with open(log, "a") as handle:
             handle.write(path + "\\n")
         time.sleep(delay)
-        return sidecar.parse_source(store, path, info)
+        return sidecar.parse_video(store, path, info)
 
     sc, _ = sidecar.ensure_sidecar(open_store(root), paths, revision="main", workers=1, parse=slow_parse)
     print(sc.content_id)

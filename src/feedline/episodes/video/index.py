@@ -1,8 +1,8 @@
-"""The derived, read-only, memory-mapped index of the sources a rank actually uses.
+"""The derived, read-only, memory-mapped index of the video files a rank actually uses.
 
 The sidecar NPZ is compressed and canonical (int64 everywhere). Reading it per process would
-cost memory in every rank and DataLoader worker, so the first open converts each needed source
-into plain ``.npy`` files under ``feedline_home()/streaming-indexes/<generation>/<source>/``:
+cost memory in every rank and DataLoader worker, so the first open converts each needed video
+into plain ``.npy`` files under ``feedline_home()/streaming-indexes/<generation>/<video>/``:
 
 * integer columns in the smallest dtype that holds them exactly (never ``uint64``, which
   NumPy would promote to float when mixed with signed values);
@@ -13,7 +13,7 @@ into plain ``.npy`` files under ``feedline_home()/streaming-indexes/<generation>
 
 A generation is one sidecar content id plus the index format: a rebuilt sidecar makes a new
 immutable generation and live readers of the old one keep working. Conversion runs under a
-lock and installs each source directory with one atomic rename.
+lock and installs each video's directory with one atomic rename.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def generation_dir(sidecar: Sidecar) -> Path:
     return feedline_home() / "streaming-indexes" / f"f{INDEX_FORMAT}-{sidecar.content_id[:24]}"
 
 
-def source_dir(sidecar: Sidecar, path: str) -> Path:
+def video_dir(sidecar: Sidecar, path: str) -> Path:
     return generation_dir(sidecar) / hashlib.sha256(path.encode()).hexdigest()[:20]
 
 
@@ -84,8 +84,8 @@ def _decode(spec: dict[str, Any], name: str, n: int, folder: Path) -> np.ndarray
     return array
 
 
-def convert_source(sidecar: Sidecar, path: str, folder: Path) -> None:
-    """Write one source's derived index into the (new, empty) ``folder``."""
+def convert_video(sidecar: Sidecar, path: str, folder: Path) -> None:
+    """Write one video's derived index into the (new, empty) ``folder``."""
     table = sidecar.table(path)
     n = len(table)
     columns = {name: _encode(name, np.asarray(getattr(table, name)), folder) for name in INT_COLUMNS}
@@ -128,7 +128,7 @@ def derived_tables(sidecar: Sidecar, paths: list[str], lock_timeout_s: float) ->
     out: dict[str, SampleTable] = {}
     todo = []
     for path in paths:
-        folder = source_dir(sidecar, path)
+        folder = video_dir(sidecar, path)
         if (folder / "meta.json").is_file():
             out[path] = map_converted(folder)
         else:
@@ -139,11 +139,11 @@ def derived_tables(sidecar: Sidecar, paths: list[str], lock_timeout_s: float) ->
         try:
             with process_lock(gen / ".convert.lock", lock_timeout_s):
                 for path in todo:
-                    folder = source_dir(sidecar, path)
+                    folder = video_dir(sidecar, path)
                     if not (folder / "meta.json").is_file():
                         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=gen))
                         try:
-                            convert_source(sidecar, path, tmp)
+                            convert_video(sidecar, path, tmp)
                             os.rename(tmp, folder)
                         finally:
                             shutil.rmtree(tmp, ignore_errors=True)

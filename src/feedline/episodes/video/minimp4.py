@@ -34,7 +34,7 @@ class SpanPlan:
     layout: MiniLayout
     #: Original presentation ticks of every frame the mini-MP4 presents, ascending.
     pts_ticks: np.ndarray
-    #: ``decoded frame.pts - original ticks`` (0 unless the source timeline starts below 0).
+    #: ``decoded frame.pts - original ticks`` (0 unless the video's timeline starts below 0).
     tick_offset: int
 
     @property

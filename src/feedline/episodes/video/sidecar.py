@@ -1,14 +1,14 @@
 """The MP4 sidecar (schema v3): one archive per dataset revision indexing every camera file.
 
-Archive = NPZ (a zip of ``.npy`` members, readable with ``numpy.load``) holding, per source
-video ``s<i>/<column>.npy`` with canonical int64 columns (``offset, size, dts, ctts,
+Archive = NPZ (a zip of ``.npy`` members, readable with ``numpy.load``) holding, per video
+file ``s<i>/<column>.npy`` with canonical int64 columns (``offset, size, dts, ctts,
 pts_ticks, sync, presented``) plus float64 ``pts`` (bit-identical to PyAV's ``frame.time``), and
 ``meta.json``: schema version, revision, root, whether it covers the whole dataset, a content id,
-and per source its path, size, fingerprint and track facts (codec config, timescale, edit list).
+and per video its path, size, fingerprint and track facts (codec config, timescale, edit list).
 
 Lifecycle (:func:`ensure_sidecar`): the local revision-keyed cache under ``feedline_home()``,
 else a valid published sidecar (``meta/mp4-sidecars/`` in the dataset root), else build
-locally under a process lock and install atomically. A source is valid only if its fingerprint
+locally under a process lock and install atomically. A video's entry is valid only if its fingerprint
 from a fresh listing equals the recorded one, so a video replaced at the same path (same size
 too) is re-indexed; a store without fingerprints re-indexes on every open. Training never
 writes to the dataset: publishing is the CLI's explicit ``--push``.
@@ -57,11 +57,14 @@ PUBLISHED_PATH = f"{PUBLISHED_DIR}/{SIDECAR_NAME}"
 HUB_SIDECAR_BRANCH = "lerobot-sidecars"
 DEFAULT_WORKERS = 4
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed member times: same content, same bytes
+# meta.json lists the indexed videos under "sources" (schema 3's name, from before "source" came
+# to mean a dataset root in feedline); renaming the key would orphan every published sidecar.
+_VIDEOS_KEY = "sources"
 
 
 @dataclass(frozen=True)
-class SourceEntry:
-    """One indexed video inside a sidecar."""
+class VideoEntry:
+    """One indexed video file inside a sidecar."""
 
     path: str
     key: str
@@ -72,7 +75,7 @@ class SourceEntry:
 
 
 class Sidecar:
-    """A loaded sidecar archive; arrays are read lazily per source."""
+    """A loaded sidecar archive; arrays are read lazily per video."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -90,12 +93,12 @@ class Sidecar:
         self.revision: str | None = meta.get("revision")
         self.complete: bool = bool(meta.get("complete"))
         self.content_id: str = meta["content_id"]
-        self.entries: dict[str, SourceEntry] = {
-            s["path"]: SourceEntry(
+        self.entries: dict[str, VideoEntry] = {
+            s["path"]: VideoEntry(
                 s["path"], s["key"], int(s["size"]), s["fingerprint"], int(s["samples"]),
                 TrackInfo.from_json(s["info"]),
             )
-            for s in meta["sources"]
+            for s in meta[_VIDEOS_KEY]
         }
 
     def close(self) -> None:
@@ -121,7 +124,7 @@ class Sidecar:
         return [p for p, info in current.items() if not _entry_valid(self.entries.get(p), info)]
 
 
-def _entry_valid(entry: SourceEntry | None, info: ObjectInfo) -> bool:
+def _entry_valid(entry: VideoEntry | None, info: ObjectInfo) -> bool:
     return (
         entry is not None
         and info.fingerprint is not None
@@ -189,7 +192,7 @@ def list_videos(store: Store, prefix: str = "videos") -> list[str]:
 # ------------------------------------------------------------------------------------ building
 
 
-def parse_source(store: Store, path: str, info: ObjectInfo) -> SampleTable:
+def parse_video(store: Store, path: str, info: ObjectInfo) -> SampleTable:
     """Index one video: a few range reads to find and read its moov, then the tables."""
     return read_table(lambda s, e: store.read_range(path, s, e), info.size, store.url(path))
 
@@ -204,7 +207,7 @@ def _write_npy(zf: zipfile.ZipFile, name: str, array: np.ndarray, digest: Any) -
     zf.writestr(member, data, compresslevel=6)
 
 
-def _source_json(path: str, key: str, info: ObjectInfo | SourceEntry, table: SampleTable) -> dict[str, Any]:
+def _video_json(path: str, key: str, info: ObjectInfo | VideoEntry, table: SampleTable) -> dict[str, Any]:
     return {
         "path": path,
         "key": key,
@@ -226,13 +229,13 @@ def write_sidecar(
     workers: int = DEFAULT_WORKERS,
     max_held: int | None = None,
     progress: Callable[[str], None] | None = None,
-    parse: Callable[[Store, str, ObjectInfo], SampleTable] = parse_source,
+    parse: Callable[[Store, str, ObjectInfo], SampleTable] = parse_video,
 ) -> Sidecar:
     """Build the archive for ``current`` into ``target`` (atomically) and load it.
 
     Entries of ``reuse`` that are still valid are copied; the rest are parsed with ``workers``
     threads. At most ``max_held`` parse results (default ``2 * workers``) are held at once: each
-    finished source goes straight into the temporary archive, in path order.
+    finished video's index goes straight into the temporary archive, in path order.
     """
     workers = max(1, int(workers))
     max_held = max(1, int(max_held or 2 * workers))
@@ -247,15 +250,15 @@ def write_sidecar(
             len(todo), store.url(), len(carried),
         )
     digest = hashlib.sha256()
-    sources: list[dict[str, Any]] = []
+    videos: list[dict[str, Any]] = []
     with atomic_write(target) as handle, zipfile.ZipFile(handle, "w", allowZip64=True) as zf:
 
-        def add(path: str, table: SampleTable, info: ObjectInfo | SourceEntry) -> None:
-            key = f"s{len(sources)}"
+        def add(path: str, table: SampleTable, info: ObjectInfo | VideoEntry) -> None:
+            key = f"s{len(videos)}"
             for column in INT_COLUMNS:
                 _write_npy(zf, f"{key}/{column}", np.asarray(getattr(table, column), dtype=np.int64), digest)
             _write_npy(zf, f"{key}/pts", np.asarray(table.pts, dtype=np.float64), digest)
-            sources.append(_source_json(path, key, info, table))
+            videos.append(_video_json(path, key, info, table))
             if progress is not None:
                 progress(path)
 
@@ -270,7 +273,7 @@ def write_sidecar(
             "revision": revision,
             "root": store.url(),
             "complete": complete,
-            "sources": sources,
+            _VIDEOS_KEY: videos,
         }
         digest.update(json.dumps(meta, sort_keys=True).encode())
         meta["content_id"] = digest.hexdigest()
@@ -320,7 +323,7 @@ def cache_path(store: Store, revision: str | None) -> Path:
 
 
 def hub_sidecar_path(commit: str) -> str:
-    """Where a Hub dataset's sidecar lives on the ``lerobot-sidecars`` branch (per source commit)."""
+    """Where a Hub dataset's sidecar lives on the ``lerobot-sidecars`` branch (per dataset commit)."""
     return f"{PUBLISHED_DIR}/{commit}/{SIDECAR_NAME}"
 
 
@@ -368,7 +371,7 @@ def ensure_sidecar(
     lock_timeout_s: float = 1800.0,
     workers: int = DEFAULT_WORKERS,
     current: dict[str, ObjectInfo] | None = None,
-    parse: Callable[[Store, str, ObjectInfo], SampleTable] = parse_source,
+    parse: Callable[[Store, str, ObjectInfo], SampleTable] = parse_video,
 ) -> tuple[Sidecar, dict[str, ObjectInfo]]:
     """A sidecar valid for every path (cache → published → build under lock), and the listing."""
     current = current_objects(store, paths) if current is None else current

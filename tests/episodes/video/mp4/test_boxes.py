@@ -200,9 +200,9 @@ def test_fuzz_random_bytes(data: bytes) -> None:
 @given(data=st.data())
 def test_fuzz_mutated_real_moov(data: st.DataObject) -> None:
     """Flip, overwrite, cut and splice bytes of a real file's moov: Mp4Error or a valid table."""
-    source = _fuzz_source()
-    _, start, end = factory.find_box(source, ["moov"])
-    buf = bytearray(source)
+    video = _fuzz_video()
+    _, start, end = factory.find_box(video, ["moov"])
+    buf = bytearray(video)
     for _ in range(data.draw(st.integers(1, 6))):
         kind = data.draw(st.sampled_from(["set", "u32", "cut", "insert"]))
         pos = data.draw(st.integers(start, end - 5))
@@ -222,20 +222,20 @@ def test_parse_moov_rejects_non_moov() -> None:
     with pytest.raises(Mp4Error, match="expected exactly one moov"):
         parse_moov(struct.pack(">I4s", 8, b"free"), "x.mp4")
     with pytest.raises(Mp4Error):
-        build_table(parse_moov(_moov_of(_fuzz_source()), "x.mp4"), 10, "x.mp4")
+        build_table(parse_moov(_moov_of(_fuzz_video()), "x.mp4"), 10, "x.mp4")
 
 
-_FUZZ_SOURCE: list[bytes] = []
+_FUZZ_VIDEO: list[bytes] = []
 
 
-def _fuzz_source() -> bytes:
-    if not _FUZZ_SOURCE:
+def _fuzz_video() -> bytes:
+    if not _FUZZ_VIDEO:
         import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:
             path = factory.encode(Path(tmp) / "f.mp4", factory.make_frames(12), codec="h264", faststart=True)
-            _FUZZ_SOURCE.append(path.read_bytes())
-    return _FUZZ_SOURCE[0]
+            _FUZZ_VIDEO.append(path.read_bytes())
+    return _FUZZ_VIDEO[0]
 
 
 def _moov_of(data: bytes) -> bytes:
