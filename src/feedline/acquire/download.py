@@ -26,8 +26,8 @@ from typing import Any
 
 from feedline.acquire.checkpoint import Checkpoint, hash_prefix, remove_quietly
 from feedline.acquire.errors import DownloadError
-from feedline.acquire.sources import Body, RangeNotSatisfiable, Source, open_source
-from feedline.io import TransientError, process_lock
+from feedline.acquire.sources import Body, Source, open_source
+from feedline.io import RangeError, TransientError, process_lock
 from feedline.io.atomic import install, remove_stale_temps
 from feedline.io.retry import DEFAULT_RETRY, RetryPolicy
 
@@ -290,7 +290,7 @@ class _Download:
             before = offset
             try:
                 body = self.source.open(offset, ckpt)
-            except RangeNotSatisfiable as exc:
+            except RangeError as exc:
                 if offset > 0 and ckpt.expected_size == offset and exc.total in (None, offset):
                     return offset  # killed after the last byte, before the rename
                 offset = self._restart(handle, ckpt, f"416 for bytes={offset}- (size {exc.total})")

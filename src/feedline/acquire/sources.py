@@ -10,7 +10,6 @@ ETag seen at open (``IfMatch``); local and other stores compare their stat finge
 from __future__ import annotations
 
 import http.client
-import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,20 +18,11 @@ from urllib3.exceptions import HTTPError as Urllib3HTTPError
 from feedline.acquire.checkpoint import Checkpoint
 from feedline.acquire.errors import DownloadError
 from feedline.io import FsspecStore, HttpStore, Store, TransientError, open_object
-from feedline.io.errors import AccessDeniedError, NotFoundError, StoreError
+from feedline.io.errors import AccessDeniedError, NotFoundError, RangeError, StoreError
 from feedline.io.http.client import redact, status_error
+from feedline.io.http.headers import parse_content_range, strong_etag
 
-_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
-_UNSATISFIED_RANGE = re.compile(r"bytes \*/(\d+)")
 S3_READ_BYTES = 8 << 20  # read-ahead block: one GET per 8 MiB, not one per 256 KiB buffer
-
-
-class RangeNotSatisfiable(Exception):
-    """HTTP 416 to a resume request; ``total`` is the object size when the server said it."""
-
-    def __init__(self, total: int | None) -> None:
-        super().__init__(total)
-        self.total = total
 
 
 @dataclass
@@ -81,10 +71,6 @@ class Source(Protocol):
     def close(self) -> None: ...
 
 
-def _strong(etag: str | None) -> str | None:
-    return etag if etag and not etag.startswith("W/") else None
-
-
 class HttpSource:
     """A GET on feedline's HTTP client; resumes with ``Range`` + ``If-Range`` (strong ETag, else date)."""
 
@@ -97,7 +83,7 @@ class HttpSource:
         headers: dict[str, str] = {}
         validator = None
         if offset > 0 and ckpt is not None:
-            validator = _strong(ckpt.etag) or ckpt.last_modified
+            validator = strong_etag(ckpt.etag) or ckpt.last_modified
             if validator:
                 headers = {"Range": f"bytes={offset}-", "If-Range": validator}
         resp = self.client.request("GET", self.full_url, headers=headers, preload_content=False)
@@ -116,14 +102,10 @@ class HttpSource:
 
     def _body(self, resp: Any, offset: int, ckpt: Checkpoint | None) -> Body:
         status = resp.status
-        if status == 416:
-            match = _UNSATISFIED_RANGE.match(resp.headers.get("Content-Range", ""))
-            resp.close()
-            raise RangeNotSatisfiable(int(match.group(1)) if match else None)
         if status not in (200, 206):
-            error = status_error(self.full_url, status, resp.reason or "")
-            if isinstance(error, TransientError):
-                raise error
+            error = status_error(self.full_url, status, resp.reason or "", resp.headers.get("Content-Range"))
+            if isinstance(error, TransientError | RangeError):
+                raise error  # retried / decided by the downloader (a 416 may mean "already complete")
             raise DownloadError(str(error))
         encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
@@ -136,13 +118,13 @@ class HttpSource:
         last_modified = resp.headers.get("Last-Modified")
         why = ""
         if status == 206:
-            match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
-            if not match or int(match.group(1)) != offset or offset == 0:
+            answered = parse_content_range(resp.headers.get("Content-Range"))
+            if answered is None or answered.first != offset or offset == 0:
                 raise DownloadError(
                     f"{self.url}: server answered Content-Range "
                     f"{resp.headers.get('Content-Range')!r} to bytes={offset}-"
                 )
-            total = None if match.group(3) == "*" else int(match.group(3))
+            total = answered.total
             if ckpt is not None and _changed(ckpt, etag, last_modified, total):
                 # The server ignored If-Range but the object is another one: do not splice.
                 resp.close()
@@ -216,7 +198,7 @@ class StoreSource:
     def open(self, offset: int, ckpt: Checkpoint | None) -> Body:
         try:
             return self._open(offset, ckpt)
-        except DownloadError:
+        except (DownloadError, RangeError):
             raise
         except Exception as exc:  # noqa: BLE001 - sorted into not-found / denied / transient
             raise self._errors(exc) from None
@@ -252,7 +234,7 @@ class StoreSource:
             start = 0
         if start > total:
             handle.close()
-            raise RangeNotSatisfiable(total)
+            raise RangeError(f"{self.url}: resume offset {start} past the object's {total} bytes", total)
         handle.seek(start)
         source = self
 

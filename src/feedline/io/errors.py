@@ -26,7 +26,19 @@ class AccessDeniedError(StoreError):
 
 
 class RangeError(StoreError):
-    """A byte range is outside the object (HTTP 416, or ``end`` past the object size)."""
+    """A byte range is outside the object (HTTP 416, or ``end`` past the object size).
+
+    ``total`` is the object's size when the server or store said it (a 416's
+    ``Content-Range: bytes */size``), else ``None``: a resume refused at exactly ``total`` means
+    the file was already complete.
+    """
+
+    def __init__(self, message: str, total: int | None = None) -> None:
+        super().__init__(message)
+        self.total = total
+
+    def __reduce__(self) -> tuple[type[RangeError], tuple[str, int | None]]:
+        return type(self), (str(self), self.total)
 
 
 class TransientError(StoreError):

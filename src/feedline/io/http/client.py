@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import http.client
-import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,10 +30,10 @@ from feedline.io.errors import (
     TransientError,
 )
 from feedline.io.http.connections import ConnectionPool
+from feedline.io.http.headers import parse_content_range, strong_etag, unsatisfied_range_total
 from feedline.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
 
 DEFAULT_MAX_CONNECTIONS = 16
-_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
 def redact(url: str) -> str:
@@ -57,14 +56,16 @@ class HttpHead:
 
     @property
     def strong_etag(self) -> str | None:
-        """A weak ETag (``W/...``) promises equivalence, not identical bytes: no fingerprint."""
-        if self.etag and not self.etag.startswith("W/"):
-            return self.etag
-        return None
+        """The ETag when it is strong: a weak one (``W/...``) is no fingerprint (see headers)."""
+        return strong_etag(self.etag)
 
 
-def status_error(url: str, status: int, reason: str = "") -> StoreError:
-    """The error for a non-success status: transient ones are retried, the rest fail at once."""
+def status_error(url: str, status: int, reason: str = "", content_range: str | None = None) -> StoreError:
+    """The error for a non-success status: transient ones are retried, the rest fail at once.
+
+    ``content_range`` is the answer's ``Content-Range``: a 416's states the object size, kept as
+    :attr:`RangeError.total`.
+    """
     where = redact(url)
     text = f"{where}: HTTP {status}{(' ' + reason) if reason else ''}"
     if status == 404 or status == 410:
@@ -72,7 +73,9 @@ def status_error(url: str, status: int, reason: str = "") -> StoreError:
     if status in (401, 403):
         return AccessDeniedError(f"{text}: access denied; check the credentials for this store")
     if status == 416:
-        return RangeError(f"{text}: requested range not satisfiable")
+        total = unsatisfied_range_total(content_range)
+        size = "" if total is None else f" (object size {total})"
+        return RangeError(f"{text}: requested range not satisfiable{size}", total)
     if status == 429 or status >= 500:
         return TransientError(text)
     return StoreError(text)
@@ -161,14 +164,14 @@ class HttpRangeClient:
         resp = self.request("GET", url, headers={"Range": "bytes=0-0"}, preload_content=False)
         try:
             if resp.status == 206:
-                match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
-                if not match or match.group(3) == "*":
+                answered = parse_content_range(resp.headers.get("Content-Range"))
+                if answered is None or answered.total is None:
                     raise StoreError(f"{redact(url)}: unusable Content-Range in reply")
-                size, ranges = int(match.group(3)), True
+                size, ranges = answered.total, True
             elif resp.status == 200 and resp.headers.get("Content-Length") is not None:
                 size, ranges = int(resp.headers["Content-Length"]), False
             else:
-                raise status_error(url, resp.status, resp.reason or "")
+                raise status_error(url, resp.status, resp.reason or "", resp.headers.get("Content-Range"))
             return HttpHead(size, resp.headers.get("ETag"), resp.headers.get("Last-Modified"), ranges)
         finally:
             if resp.status != 206:
@@ -227,10 +230,12 @@ class HttpRangeClient:
                 self._get_range_into(location, start, end, view, filled, redirects - 1)
                 return
             if status == 206:
-                match = _CONTENT_RANGE.match(resp.getheader("Content-Range", ""))
-                if match and match.group(3) != "*" and int(match.group(3)) < end:
-                    raise RangeError(f"{redact(url)}: range end {end} past object size {match.group(3)}")
-                if not match or int(match.group(1)) != offset or int(match.group(2)) > end - 1:
+                answered = parse_content_range(resp.getheader("Content-Range"))
+                if answered is not None and answered.total is not None and answered.total < end:
+                    raise RangeError(
+                        f"{redact(url)}: range end {end} past object size {answered.total}", answered.total
+                    )
+                if answered is None or answered.first != offset or answered.end > end:
                     raise StoreError(
                         f"{redact(url)}: server answered range "
                         f"{resp.getheader('Content-Range')!r} to bytes={offset}-{end - 1}"
@@ -240,12 +245,12 @@ class HttpRangeClient:
                 # The server ignored Range: skip to our offset in the full body, then hang up.
                 length = resp.getheader("Content-Length")
                 if length is not None and int(length) < end:
-                    raise RangeError(f"{redact(url)}: range end {end} past object size {length}")
+                    raise RangeError(f"{redact(url)}: range end {end} past object size {length}", int(length))
                 skip = offset
             else:
                 resp.read()
                 reuse = not resp.will_close
-                raise status_error(url, status, resp.reason or "")
+                raise status_error(url, status, resp.reason or "", resp.getheader("Content-Range"))
             self._read_body(resp, url, skip, view, filled, end - start)
             reuse = status == 206 and resp.isclosed() and not resp.will_close
         finally:
