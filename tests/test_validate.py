@@ -33,3 +33,14 @@ def test_without_a_minimum_any_integer_passes() -> None:
     assert check_int("offset", -7) == -7
     with pytest.raises(FeedlineError, match=r"offset must be an integer, got 'x'"):
         check_int("offset", "x")
+
+
+def test_numpy_integers_are_integers_and_come_back_as_int() -> None:
+    import numpy as np
+
+    out = check_int("episode_index", np.int64(3), minimum=0)
+    assert out == 3 and type(out) is int
+    with pytest.raises(FeedlineError, match="must be an integer"):
+        check_int("episode_index", np.bool_(True), minimum=0)
+    with pytest.raises(FeedlineError, match="must be an integer"):
+        check_int("episode_index", np.float64(3.0), minimum=0)

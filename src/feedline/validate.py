@@ -1,6 +1,8 @@
 """One validator for the integer settings every part takes (pool sizes, workers, batch sizes).
 
 ``bool`` is refused although it is an ``int`` subclass: ``pool_size=True`` is a caller's bug.
+Any other integral number (a ``numpy.int64`` out of an episode-length array) is an integer to the
+user, so it is accepted and returned as the Python ``int`` it equals.
 The caller passes the name the *user* typed (a Python keyword, or a ``--flag`` in the CLI) and its
 part's error class, so the message points at the right knob and ``except EpisodesError`` (etc.)
 still catches it.
@@ -8,6 +10,7 @@ still catches it.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 from feedline.errors import FeedlineError
@@ -20,7 +23,7 @@ def check_int(
     minimum: int | None = None,
     error: type[Exception] = FeedlineError,
 ) -> int:
-    """``value`` if it is an integer ``>= minimum``; otherwise raise ``error`` naming ``name``.
+    """``value`` as an ``int`` if it is an integer ``>= minimum``; else raise ``error`` naming ``name``.
 
     Args:
         name: the setting as the caller spelled it (``"episode_pool_size"``,
@@ -29,9 +32,10 @@ def check_int(
         minimum: smallest allowed value; ``None`` allows any integer.
         error: the exception class to raise (the calling part's error type).
     """
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         bound = "" if minimum is None else f" >= {minimum}"
         raise error(f"{name} must be an integer{bound}, got {value!r}")
+    value = int(value)
     if minimum is not None and value < minimum:
         raise error(f"{name} must be an integer >= {minimum}, got {value!r}")
     return value
