@@ -140,3 +140,17 @@ def test_cli_errors_leave_no_partial_output(
         text=True,
     )
     assert rc.returncode == 1 and "--bands and --rows" in rc.stderr
+
+
+def test_inputs_keep_their_order_and_must_be_local_jsonl(tmp_path: Path) -> None:
+    from feedline.dedup.cli import expand_inputs
+    from feedline.dedup.errors import DedupError
+
+    _docs, paths = _write_shards(tmp_path)
+    # pattern order decides "first occurrence"; a folder stands for its JSONL shards
+    assert expand_inputs([str(tmp_path / "b"), str(tmp_path / "a" / "*")]) == [paths[2], paths[0], paths[1]]
+    with pytest.raises(DedupError, match="reads local shards"):
+        expand_inputs(["s3://bucket/shards/*.jsonl.zst"])
+    (tmp_path / "a" / "notes.txt").write_text("x")
+    with pytest.raises(DedupError, match=r"notes\.txt: not a \.jsonl"):
+        expand_inputs([str(tmp_path / "a" / "*")])

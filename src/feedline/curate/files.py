@@ -9,8 +9,6 @@ Gzip output has a zero timestamp and no file name in its header, so reruns are b
 from __future__ import annotations
 
 import contextlib
-import fnmatch
-import glob
 import gzip
 import os
 import zlib
@@ -30,11 +28,11 @@ from feedline.io.errors import (
     is_transport_error,
 )
 from feedline.io.lines import LineReader, open_input
-from feedline.io.paths import is_url, local_path
+from feedline.io.paths import expand_paths, is_url, local_path
 
 GZIP_LEVEL = 6  # zlib's default: ~3x faster than gzip.open's 9 for a few percent of size
 ZSTD_LEVEL = 3
-_GLOB_CHARS = "*?["
+DOCUMENTS_IN_FOLDER = "**/*.json*"  # .json, .jsonl, .jsonl.gz, .jsonl.zst ... below a folder given as is
 _READ_BUFFER = 1 << 20
 
 
@@ -47,50 +45,10 @@ def compression_of(path: str) -> str:
     return ""
 
 
-def _glob_base(pattern: str) -> str:
-    """The part of ``pattern`` before its first glob character, cut at a ``/``."""
-    cut = min((i for i, c in enumerate(pattern) if c in _GLOB_CHARS), default=len(pattern))
-    if cut == len(pattern):
-        return pattern
-    return pattern[: pattern.rfind("/", 0, cut) + 1]
-
-
 def expand(patterns: list[str]) -> list[str]:
-    """Every file matching any pattern (``**`` allowed), sorted, without duplicates."""
-    found: set[str] = set()
-    for pattern in patterns:
-        if is_url(pattern):
-            found.update(_expand_remote(pattern))
-            continue
-        local = local_path(pattern)
-        if not any(c in local for c in _GLOB_CHARS):
-            if os.path.isdir(local):
-                local = os.path.join(local, "**", "*.json*")
-            elif not os.path.exists(local):
-                raise CurateError(f"{pattern}: no such file")
-        matches = [m for m in glob.glob(local, recursive=True) if os.path.isfile(m)]
-        if not matches:
-            raise CurateError(f"{pattern}: matches no files")
-        found.update(matches)
-    return sorted(found)
-
-
-def _expand_remote(pattern: str) -> list[str]:
-    from feedline.io import open_store
-
-    base = _glob_base(pattern)
-    if base == pattern:
-        return [pattern]
-    store = open_store(base.rstrip("/"))
-    rest = pattern[len(base) :]
-    matches = [
-        base + info.path
-        for info in store.list()
-        if fnmatch.fnmatchcase(info.path, rest) or fnmatch.fnmatchcase(info.path, rest.replace("**/", ""))
-    ]
-    if not matches:
-        raise CurateError(f"{pattern}: matches no files")
-    return matches
+    """Every document file matching any pattern (``**`` allowed; a folder means its ``*.json*``
+    files below it), in pattern order, each once; see :func:`feedline.io.paths.expand_paths`."""
+    return expand_paths(patterns, folder_glob=DOCUMENTS_IN_FOLDER, error=CurateError)
 
 
 def size_of(path: str) -> int:

@@ -10,7 +10,6 @@ written last, so its presence means the run finished.
 from __future__ import annotations
 
 import argparse
-import glob
 import hashlib
 import os
 import sys
@@ -25,6 +24,7 @@ import zstandard
 from feedline.dedup.errors import DedupError
 from feedline.io import atomic_write
 from feedline.io.jsonl import stream_jsonl
+from feedline.io.paths import expand_paths, is_url
 
 from .engine import DEFAULT_CHUNK, DedupConfig, Deduplicator, Verdict
 
@@ -35,18 +35,17 @@ _LOG_EVERY_S = 10.0
 
 
 def expand_inputs(patterns: list[str]) -> list[Path]:
-    """Files matched by the glob patterns (``**`` allowed), sorted, each once."""
-    found: dict[str, Path] = {}
+    """Local shard files matched by the patterns (``**`` allowed), in pattern order, each once."""
     for pattern in patterns:
-        matches = sorted(glob.glob(pattern, recursive=True))
-        files = [m for m in matches if os.path.isfile(m)]
-        if not files:
-            raise DedupError(f"{pattern}: matches no file")
-        for m in files:
-            if not m.endswith(_SUFFIXES):
-                raise DedupError(f"{m}: not a .jsonl, .jsonl.gz or .jsonl.zst file")
-            found.setdefault(os.path.abspath(m), Path(m))
-    return list(found.values())
+        if is_url(pattern):
+            raise DedupError(
+                f"{pattern}: feedline dedup reads local shards; fetch them first with feedline download"
+            )
+    files = expand_paths(patterns, folder_glob="**/*.jsonl*", error=DedupError)
+    for name in files:
+        if not name.endswith(_SUFFIXES):
+            raise DedupError(f"{name}: not a .jsonl, .jsonl.gz or .jsonl.zst file")
+    return [Path(name) for name in files]
 
 
 def _strip_suffix(name: str) -> str:
