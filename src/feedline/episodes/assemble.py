@@ -32,7 +32,17 @@ FrameDecoder = Callable[[str, str, list[float]], np.ndarray]
 
 @dataclass(frozen=True)
 class SampleSpec:
-    """How every sample of a dataset is shaped."""
+    """How every sample of a dataset is shaped.
+
+    Args:
+        video_keys: the features stored as MP4 video.
+        camera_keys: the image features (cameras), transformed by ``image_transforms``.
+        delta_indices: per feature key, frame offsets of its window (from ``delta_timestamps``
+            and the fps); ``None``: the frame itself only.
+        tasks: task strings by ``task_index``.
+        return_uint8: images as ``uint8`` instead of ``float32`` in [0, 1]. Default ``False``.
+        image_transforms: called on every camera image tensor. Default ``None``.
+    """
 
     video_keys: tuple[str, ...]
     camera_keys: tuple[str, ...]
@@ -44,7 +54,15 @@ class SampleSpec:
 
 @dataclass(frozen=True)
 class EpisodeData:
-    """One episode's rows (``columns``: rows on axis 0, in ``index`` order) and its video spans."""
+    """One episode's rows (``columns``: rows on axis 0, in ``index`` order) and its video spans.
+
+    Args:
+        episode_index: the episode.
+        dataset_from_index: global ``index`` of its first row.
+        columns: every Parquet column of its rows, rows on axis 0.
+        video_path: per video key, the MP4 holding the episode.
+        from_timestamp: per video key, where the episode starts in that MP4 (seconds).
+    """
 
     episode_index: int
     dataset_from_index: int
@@ -54,10 +72,12 @@ class EpisodeData:
 
     @property
     def length(self) -> int:
+        """Frames (rows) of the episode."""
         return len(self.columns["index"])
 
     @property
     def dataset_to_index(self) -> int:
+        """Global ``index`` one past its last row."""
         return self.dataset_from_index + self.length
 
 

@@ -96,10 +96,8 @@ def column_to_numpy(column: pa.ChunkedArray) -> np.ndarray:
 class EpisodeDatasetBase:
     """One LeRobot v3 dataset root, opened and resolved (metadata, selection, windows, frames).
 
-    ``repo_id`` reads ``hf://datasets/<repo_id>`` (``@revision`` when given) or, with
-    ``repo_type="bucket"``, ``hf://buckets/<repo_id>``; ``root`` (a folder or any URL feedline's
-    I/O layer opens) takes precedence. ``storage_options`` go to the store (credentials, S3
-    endpoint, HTTP connection limits). ``episodes`` selects episodes (storage order).
+    Takes every argument of :class:`~feedline.episodes.dataset.EpisodeDataset`, documented
+    there (on the class users construct), with the same defaults.
     """
 
     def __init__(

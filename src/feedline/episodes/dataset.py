@@ -36,10 +36,34 @@ from feedline.episodes.windows import PAD_SUFFIX
 class EpisodeDataset(EpisodeDatasetBase, Dataset):
     """Map-style LeRobot v3 dataset over a local folder, HTTP(S), S3 or the Hugging Face Hub.
 
-    ``repo_id`` reads ``hf://datasets/<repo_id>`` (``@revision`` when given) or, with
-    ``repo_type="bucket"``, ``hf://buckets/<repo_id>``; ``root`` (a folder or any URL feedline's
-    I/O layer opens) takes precedence. ``storage_options`` go to the store (credentials, S3
-    endpoint, HTTP connection limits). ``episodes`` selects episodes (storage order).
+    ``len(ds)`` frames; ``ds[i]`` is the sample of the i-th selected frame (episodes in storage
+    order), exactly LeRobot's ``LeRobotDataset.__getitem__``.
+
+    Args:
+        repo_id: ``OWNER/NAME`` of a Hub dataset repo (or bucket, see ``repo_type``), read from
+            ``hf://datasets/<repo_id>`` (``@revision`` when given). Default ``None``: give
+            ``root``.
+        root: a local folder or any URL feedline's I/O layer opens (``s3://``, ``http(s)://``,
+            ``hf://datasets/OWNER/NAME@REV``, ``hf://buckets/OWNER/BUCKET``); takes precedence
+            over ``repo_id``. Default ``None``.
+        repo_type: ``"dataset"`` (default) or ``"bucket"`` (``hf://buckets/<repo_id>``).
+        revision: branch, tag or commit of a Hub dataset repo; keys the MP4 sidecar cache.
+            Default ``None``: the default branch.
+        episodes: indices of the episodes to read, in storage order. Default ``None``: all.
+        delta_timestamps: per feature key, the offsets in seconds (multiples of 1/fps) of the
+            frames or rows a sample holds around its own (history and future windows), resolved
+            inside the episode with edge padding and ``<key>_is_pad`` masks. Default ``None``:
+            the frame itself only.
+        image_transforms: called on every camera image tensor of a sample. Default ``None``.
+        tolerance_s: most seconds a decoded frame may lie from the wanted time before it is an
+            error. Default ``1e-4`` (LeRobot's).
+        return_uint8: images as ``uint8`` instead of ``float32`` in [0, 1]. Default ``False``.
+        storage_options: options for the store: credentials, S3 endpoint, HTTP connection
+            limits. Default ``None``.
+        decoder_cache_size: decoded GOP spans kept per process, least recently used dropped
+            first, so neighbouring samples decode a GOP once; 0 keeps none. Default 8.
+        sidecar_lock_timeout_s: seconds to wait while another process builds the same MP4
+            sidecar index before failing. Default 1800.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -58,7 +58,17 @@ class PlanError(StreamingError):
 
 
 class EpisodeTooLargeError(StreamingError):
-    """One episode's payload can never fit the byte budget; raised before anything is fetched."""
+    """One episode's payload can never fit the byte budget; raised before anything is fetched.
+
+    Args:
+        episode_index: the episode.
+        episode_bytes: its exact payload size.
+        budget_bytes: the budget it does not fit (one worker's share, or the rank's).
+        rank_budget_bytes: the whole rank's budget, named as ``byte_budget_gb``. Default
+            ``None``: ``budget_bytes``.
+        num_workers: DataLoader workers sharing the rank budget (>1: the message says the
+            worker's share is 1/N). Default 1.
+    """
 
     def __init__(
         self,

@@ -37,7 +37,13 @@ STATS_PREFIX = "stats/"
 
 @dataclass(frozen=True)
 class VideoSpan:
-    """One episode's stretch of one camera's MP4: video time = ``from_timestamp`` + row timestamp."""
+    """One episode's stretch of one camera's MP4: video time = ``from_timestamp`` + row timestamp.
+
+    Args:
+        path: the MP4, relative to the dataset root.
+        from_timestamp: where the episode starts in it (seconds).
+        to_timestamp: where it ends (seconds, exclusive as LeRobot writes it).
+    """
 
     path: str
     from_timestamp: float
@@ -46,12 +52,22 @@ class VideoSpan:
 
 @dataclass(frozen=True)
 class Episode:
-    """Everything the readers need about one episode."""
+    """Everything the readers need about one episode.
+
+    Args:
+        episode_index: the episode.
+        length: its frames.
+        dataset_from_index: global ``index`` of its first row.
+        dataset_to_index: global ``index`` one past its last row.
+        data_path: the data Parquet file holding its rows.
+        videos: per video key, its stretch of that camera's MP4.
+        tasks: its task strings.
+    """
 
     episode_index: int
     length: int
     dataset_from_index: int
-    dataset_to_index: int  # exclusive
+    dataset_to_index: int
     data_path: str
     videos: dict[str, VideoSpan]
     tasks: tuple[str, ...]
@@ -59,7 +75,21 @@ class Episode:
 
 @dataclass
 class EpisodeTable:
-    """Episodes in ``episode_index`` order, as columns (cheap to slice, pickle and search)."""
+    """Episodes in ``episode_index`` order, as columns (cheap to slice, pickle and search).
+
+    Every column has one entry per episode, in the same order.
+
+    Args:
+        episode_index: the episodes' indices (int64).
+        length: their frames.
+        dataset_from_index: global ``index`` of each one's first row.
+        dataset_to_index: global ``index`` one past each one's last row.
+        data_path: each one's data Parquet file.
+        video_path: per video key, each one's MP4.
+        from_timestamp: per video key, where each one starts in its MP4 (seconds).
+        to_timestamp: per video key, where each one ends (seconds).
+        tasks: each one's task strings.
+    """
 
     episode_index: np.ndarray
     length: np.ndarray
@@ -144,17 +174,27 @@ class EpisodeTable:
         return list(dict.fromkeys(self.data_path))
 
     def video_files(self) -> list[str]:
+        """Every MP4 the selected episodes use, each once, in first-use order."""
         return list(dict.fromkeys(p for paths in self.video_path.values() for p in paths))
 
 
 @dataclass
 class DatasetMeta:
-    """``meta/`` of one dataset, read through a store."""
+    """``meta/`` of one dataset, read through a store.
+
+    Args:
+        store: where the dataset is read from.
+        info: ``meta/info.json``.
+        episodes: every episode of ``meta/episodes/``.
+        tasks: task strings by ``task_index`` (``meta/tasks.parquet``).
+        stats: ``meta/stats.json`` as arrays, or ``None`` when absent.
+        episodes_files: the ``meta/episodes/`` Parquet files read.
+    """
 
     store: Store
     info: dict[str, Any]
     episodes: EpisodeTable
-    tasks: list[str]  # by task_index
+    tasks: list[str]
     stats: dict[str, dict[str, np.ndarray]] | None
     episodes_files: list[str]
 

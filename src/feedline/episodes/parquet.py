@@ -24,7 +24,13 @@ from feedline.io import NotFoundError, Store
 
 @dataclass(frozen=True)
 class EpisodeRows:
-    """Which rows to read: ``index`` in ``[from_index, to_index)`` of ``episode_index``."""
+    """Which rows to read: ``index`` in ``[from_index, to_index)`` of ``episode_index``.
+
+    Args:
+        episode_index: the episode.
+        from_index: global ``index`` of its first row.
+        to_index: global ``index`` one past its last row.
+    """
 
     episode_index: int
     from_index: int

@@ -51,6 +51,8 @@ DEFAULT_PREFETCH_EPISODES = 8  # per worker pool: covers fetch latency of the ne
 
 
 class EpisodePhase(enum.Enum):
+    """Where a reserved episode is: being fetched, held, or being decoded from."""
+
     FETCHING = "fetching"
     RESIDENT = "resident"
     DECODING = "decoding"
@@ -65,7 +67,18 @@ class _Entry:
 
 
 class EpisodeByteCache:
-    """Byte- and count-bounded admission frontier of one worker (thread-safe)."""
+    """Byte- and count-bounded admission frontier of one worker (thread-safe).
+
+    Build one per worker with :meth:`for_worker`, which splits the rank's settings.
+
+    Args:
+        budget_bytes: most payload bytes this worker may have reserved at once.
+        max_episodes: most episodes reserved at once (resident pool plus prefetch).
+        rank_budget_bytes: the whole rank's budget, named by the too-large error. Default
+            ``None``: ``budget_bytes``.
+        num_workers: the rank's DataLoader workers sharing ``rank_budget_bytes``, named by the
+            too-large error. Default 1.
+    """
 
     def __init__(
         self,
@@ -98,7 +111,14 @@ class EpisodeByteCache:
         prefetch_episodes: int = DEFAULT_PREFETCH_EPISODES,
         num_workers: int = 0,
     ) -> EpisodeByteCache:
-        """A worker's frontier: 1/N of the rank's bytes; its pool share plus the prefetch count."""
+        """A worker's frontier: 1/N of the rank's bytes; its pool share plus the prefetch count.
+
+        Args:
+            byte_budget_gb: the rank's budget in GiB (split 1/N). Default 8.
+            pool_size: the rank's episode pool size (split 1/N, at least 1). Default 32.
+            prefetch_episodes: episodes fetched ahead, per worker. Default 8.
+            num_workers: the DataLoader's workers (0: one in-process worker). Default 0.
+        """
         check_int("pool_size", pool_size, minimum=1, error=StreamingError)
         check_int("prefetch_episodes", prefetch_episodes, minimum=0, error=StreamingError)
         workers = max(1, check_int("num_workers", num_workers, minimum=0, error=StreamingError))
@@ -206,6 +226,7 @@ class EpisodeByteCache:
             self._drop(episode, entry)
 
     def begin_decode(self, episode: int) -> None:
+        """A sample of the episode starts decoding (its bytes stay reserved until it ends)."""
         with self._cond:
             entry = self._entry(episode)
             if entry.phase is EpisodePhase.FETCHING:
@@ -214,6 +235,7 @@ class EpisodeByteCache:
             entry.phase = EpisodePhase.DECODING
 
     def end_decode(self, episode: int) -> None:
+        """A decode ended; a released episode's bytes return with its last one."""
         with self._cond:
             entry = self._entry(episode)
             if entry.decodes < 1:
@@ -263,6 +285,7 @@ class EpisodeByteCache:
 
     @property
     def reserved_episodes(self) -> int:
+        """Episodes holding a reservation, in any phase."""
         with self._cond:
             return len(self._entries)
 

@@ -85,7 +85,16 @@ def episode_arrays(episode_lengths: EpisodeLengths) -> tuple[np.ndarray, np.ndar
 
 @dataclass(frozen=True)
 class PlanReport:
-    """How balanced a plan is; ``describe()`` is the log line."""
+    """How balanced a plan is; ``describe()`` is the log line.
+
+    Args:
+        world_size: ranks planned for.
+        requested_workers: the DataLoader's ``num_workers`` (0: one in-process part).
+        rank_frames: frames each rank owns.
+        rank_episodes: episodes each rank owns.
+        worker_frames: per rank, frames each of its effective workers owns.
+        max_episode_frames: the longest episode: the bound on the rank (and worker) spread.
+    """
 
     world_size: int
     requested_workers: int
@@ -107,6 +116,7 @@ class PlanReport:
 
     @property
     def effective_workers(self) -> tuple[int, ...]:
+        """Workers each rank really uses (never more than its episodes)."""
         return tuple(len(w) for w in self.worker_frames)
 
     @property
@@ -127,12 +137,18 @@ class PlanReport:
 
 @dataclass(frozen=True)
 class ShardPlan:
-    """The plan as numpy arrays: ``parts[rank][worker]`` holds episode indices in admission order."""
+    """The plan as numpy arrays: ``parts[rank][worker]`` holds episode indices in admission order.
+
+    Args:
+        parts: per rank, per effective worker, an int64 array of episode indices.
+        report: the plan's balance.
+    """
 
     parts: list[list[np.ndarray]]
     report: PlanReport
 
     def to_lists(self) -> list[list[list[int]]]:
+        """The same plan as plain lists (what :func:`plan_shards` returns)."""
         return [[part.tolist() for part in rank] for rank in self.parts]
 
 

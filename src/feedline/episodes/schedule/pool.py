@@ -88,7 +88,30 @@ def worker_share(per_rank: int, num_workers: int) -> int:
 
 
 class EpisodePool(Stateful):
-    """Exact-coverage anchor iterator of one worker for one epoch (see the module docstring)."""
+    """Exact-coverage anchor iterator of one worker for one epoch (see the module docstring).
+
+    Yields ``(episode_index, frame_index)`` anchors; every frame of every episode exactly once.
+
+    Args:
+        episodes: the worker's episode indices in admission order (``plan[rank][worker]``).
+        lengths: frames per episode: a mapping by episode index, or a sequence parallel to
+            ``episodes``.
+        strategy: a key of :data:`~feedline.episodes.schedule.strategies.POOL_STRATEGIES`.
+            Default ``"remaining"``.
+        pool_size: most episodes resident at once (this worker's share of the rank's
+            ``episode_pool_size``). Default 32.
+        seed: order seed; ``None`` is :data:`NONE_SEED`. Default 1000.
+        epoch: the epoch; with ``seed``, ``rank`` and ``worker`` it keys the random numbers.
+            Default 0.
+        rank: the rank whose worker this is. Default 0.
+        worker: the plan part index (the DataLoader worker id unless a resume rotated parts).
+            Default 0.
+        episode_bytes: each episode's payload size (mapping or parallel sequence), to admit by
+            bytes as well as by count. Default ``None``: count only.
+        byte_budget: most payload bytes resident at once, with ``episode_bytes`` (this worker's
+            share of the rank budget); an episode larger than it fails at construction.
+            Default ``None``.
+    """
 
     STATE_VERSION = 1
 
@@ -273,10 +296,12 @@ class EpisodePool(Stateful):
 
     @property
     def anchors_yielded(self) -> int:
+        """Anchors handed out so far (taken, skipped or iterated)."""
         return self._yielded
 
     @property
     def anchors_remaining(self) -> int:
+        """Anchors still to come in this epoch."""
         return self.total_anchors - self._yielded
 
     # ---- state ----------------------------------------------------------------------------

@@ -80,8 +80,16 @@ def sampler_identity(
 class ResumeSettings:
     """Everything that fixes a rank's anchor order and batch boundaries.
 
-    ``pool_settings`` holds every pool knob that changes the schedule: the pool size and, when
-    the pool admits by bytes, the byte budget (prefetch depth and decode threads do not).
+    Args:
+        seed: the resolved order seed.
+        strategy: the pool strategy's name.
+        pool_settings: every pool knob that changes the schedule: the pool size and, when the
+            pool admits by bytes, the byte budget (prefetch depth and decode threads do not).
+        world_size: number of ranks.
+        batch_size: the DataLoader's batch size.
+        num_workers: the DataLoader's workers (0: in process).
+        drop_last: whether each worker drops its last partial batch.
+        sampler_identity: :func:`sampler_identity` of the selected episodes.
     """
 
     seed: int
@@ -96,7 +104,17 @@ class ResumeSettings:
 
 @dataclass(frozen=True)
 class ResumeState(ResumeSettings):
-    """The checkpointed position of one rank: settings plus what the training loop consumed."""
+    """The checkpointed position of one rank: settings plus what the training loop consumed.
+
+    Takes the fields of :class:`ResumeSettings` first, then:
+
+    Args:
+        epoch: the epoch the training loop was in. Default 0.
+        rank: the rank that took the checkpoint. Default 0.
+        batches_consumed_on_rank: batches of ``epoch`` the loop took on that rank. Default 0.
+        samples_consumed_on_rank: samples in those batches (a consistency check). Default 0.
+        extra: free-form additions a newer writer may carry. Default empty.
+    """
 
     epoch: int = 0
     rank: int = 0
@@ -105,10 +123,12 @@ class ResumeState(ResumeSettings):
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The checkpoint as a plain, versioned dict."""
         return {STATE_VERSION_KEY: STATE_VERSION, **asdict(self)}
 
     @classmethod
     def from_dict(cls, state: Mapping[str, Any]) -> ResumeState:
+        """Read a checkpoint written by :meth:`to_dict` (refusing another state version)."""
         check_state_version(state, STATE_VERSION, stage="episode reader")
         names = [f.name for f in fields(cls)]
         missing = [n for n in names if n not in state and n != "extra"]
@@ -117,6 +137,7 @@ class ResumeState(ResumeSettings):
         return cls(**{n: state[n] for n in names if n in state})
 
     def settings(self) -> ResumeSettings:
+        """The settings part alone, to compare with the current run's."""
         return ResumeSettings(**{f.name: getattr(self, f.name) for f in fields(ResumeSettings)})
 
 
@@ -233,7 +254,17 @@ def rank_batch_counts(
 
 @dataclass(frozen=True)
 class ResumePosition:
-    """Where a rank restarts: ``epoch`` and the anchors each worker skips in it."""
+    """Where a rank restarts: ``epoch`` and the anchors each worker skips in it.
+
+    Args:
+        epoch: the epoch to start.
+        batches_consumed: batches of it already taken.
+        worker_offsets: per plan part, the anchors already delivered.
+        exact: ``False`` when ``allow_order_change`` moved the start to an epoch boundary.
+        message: what an inexact resume changed (logged as a warning). Default empty.
+        worker_rotation: which plan part DataLoader worker 0 serves, so a fresh loader
+            continues an interrupted round. Default 0.
+    """
 
     epoch: int
     batches_consumed: int
@@ -332,7 +363,16 @@ def _boundary_position(
 
 
 class ConsumptionTracker(Stateful):
-    """Counts what the training loop consumed on this rank; its state is the reader's checkpoint."""
+    """Counts what the training loop consumed on this rank; its state is the reader's checkpoint.
+
+    Args:
+        settings: the run's order and batching settings.
+        episode_lengths: frames per selected episode (by episode index).
+        rank: this rank.
+        epoch: the epoch the loop starts in. Default 0.
+        allow_order_change: accept a checkpoint of other settings at the nearest epoch
+            boundary instead of refusing it. Default ``False``.
+    """
 
     def __init__(
         self,
@@ -353,6 +393,7 @@ class ConsumptionTracker(Stateful):
         self.position = ResumePosition(epoch, 0, (0,) * max(1, settings.num_workers), True)
 
     def record_batch(self, num_samples: int) -> None:
+        """The training loop took one batch of ``num_samples`` samples."""
         self.batches_consumed += 1
         self.samples_consumed += int(num_samples)
 

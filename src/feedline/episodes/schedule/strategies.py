@@ -25,20 +25,33 @@ __all__ = ["POOL_STRATEGIES", "Block", "Clocks", "PoolStrategy", "get_strategy"]
 
 
 class Block(NamedTuple):
-    """One block of a pool's admission order: its episodes and their frame slots."""
+    """One block of a pool's admission order: its episodes and their frame slots.
 
-    lengths: np.ndarray  #: frames of each episode of the block
-    offsets: np.ndarray  #: first slot of each episode
-    local: np.ndarray  #: per slot, its episode (position in the block)
-    pos: np.ndarray  #: per slot, its position inside that episode
+    Args:
+        lengths: frames of each episode of the block.
+        offsets: each episode's first slot.
+        local: per slot, its episode (position in the block).
+        pos: per slot, its position inside that episode.
+    """
+
+    lengths: np.ndarray
+    offsets: np.ndarray
+    local: np.ndarray
+    pos: np.ndarray
 
 
 class Clocks(NamedTuple):
-    """What a strategy draws for one block."""
+    """What a strategy draws for one block.
 
-    frames: np.ndarray  #: per slot, the frame index it yields
-    delays: np.ndarray  #: per slot, when it rings after its episode's admission
-    stays: np.ndarray  #: per episode, how long it stays resident (when its last frame rings)
+    Args:
+        frames: per slot, the frame index it yields.
+        delays: per slot, when it rings after its episode's admission.
+        stays: per episode, how long it stays resident (until its last frame rings).
+    """
+
+    frames: np.ndarray
+    delays: np.ndarray
+    stays: np.ndarray
 
 
 def _remaining(block: Block, rng: np.random.Generator) -> Clocks:

@@ -22,6 +22,8 @@ Resume: the checkpoint counts what the training loop *consumed*, so iterate thro
 Image transforms run on the thread that iterates the dataset (the training thread with
 ``num_workers=0``), in schedule order, so the same seed gives the same transforms.
 ``persistent_workers=True`` is not supported: workers must see each epoch's position.
+The dataset, its pool, tracker and pipeline share one checkpoint contract
+(:class:`~feedline.episodes.schedule.state.Stateful`).
 """
 
 from __future__ import annotations
@@ -69,13 +71,16 @@ from feedline.episodes.stream.payload import (
     fetch_episode,
     parquet_episode_bytes,
 )
-from feedline.episodes.stream.pipeline import EpisodePipeline, PipelineMetrics
+from feedline.episodes.stream.pipeline import (
+    DEFAULT_DECODE_THREADS,
+    DEFAULT_DECODED_QUEUE_SIZE,
+    DEFAULT_MAX_NUM_SHARDS,
+    EpisodePipeline,
+    PipelineMetrics,
+)
 
 __all__ = ["StreamingEpisodeDataset"]
 
-DEFAULT_DECODE_THREADS = 2
-DEFAULT_DECODED_QUEUE_SIZE = 8
-DEFAULT_MAX_NUM_SHARDS = 16
 
 # Counters shared by every worker of one dataset: one row per process (the training process,
 # then DataLoader worker ids), each written by one process only, so no lock (a lock would tie
@@ -99,7 +104,51 @@ def _batch_len(batch: Any) -> int:
 
 
 class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
-    """Streaming LeRobot v3 dataset (see the module docstring)."""
+    """Streaming LeRobot v3 dataset: whole episodes fetched under a byte budget, in seeded order.
+
+    A *rank* is one training process of ``world_size``; it owns whole episodes and reads them
+    with its DataLoader's N workers (``num_workers=0``: one worker, in process). Limits given
+    per rank are split 1/N per worker (at least 1 each); the others apply to every worker.
+    See the module docstring for the resume loop.
+
+    Args:
+        repo_id: ``OWNER/NAME`` of a Hub dataset, as for
+            :class:`~feedline.episodes.dataset.EpisodeDataset`. Default ``None`` (give ``root``).
+        episode_pool_size: most whole episodes mixed at once per rank; each worker's
+            exact-coverage pool holds 1/N of them. Larger mixes more, holds more bytes.
+            Default 32.
+        sampling_strategy: how a worker's pool orders the frames of its resident episodes, a key
+            of :data:`~feedline.episodes.schedule.strategies.POOL_STRATEGIES`: ``"remaining"``
+            (default) draws weighted by remaining frames; ``"round_robin"`` shuffles the resident
+            episodes each round and takes one shuffled frame of each. Both yield every frame
+            exactly once per epoch.
+        prefetch_episodes: episodes each worker may fetch ahead of what its pool needs now, per
+            worker (within the byte budget). Default 8.
+        byte_budget_gb: most GiB of fetched payload (mini-MP4s plus Parquet row groups) held per
+            rank, 1/N per worker: pending fetches, prefetched and still-decoding episodes all
+            count. An episode larger than one worker's share fails before anything is fetched.
+            Bounds compressed payload, not RSS. Default 8.
+        decode_threads: threads per worker assembling windows and decoding frames. Default 2.
+        decoded_queue_size: decoded samples each worker holds ready ahead, in schedule order.
+            Default 8.
+        max_num_shards: episodes fetched in parallel per worker (Parquet rows and MP4 byte
+            ranges; LeRobot's name). Default 16.
+        seed: with the epoch, seeds the shard plan and every pool: the same seed repeats the
+            order, another seed gives another. Default 1000 (lerobot-train's ``--seed``);
+            ``None`` uses the fixed streaming seed 42.
+        rank: this process's rank. Default ``None``: from ``torch.distributed`` when
+            initialised, else the ``RANK`` environment variable, else 0.
+        world_size: number of ranks. Default ``None``: from ``torch.distributed`` when
+            initialised, else ``WORLD_SIZE``, else 1. Each rank needs at least one episode.
+        allow_order_change: resume from a checkpoint taken with other order settings (world
+            size, batch size, workers, seed, pool) at the nearest epoch boundary, with a
+            warning, instead of refusing it. Default ``False``.
+        **source_options: the arguments of :class:`~feedline.episodes.dataset.EpisodeDataset`
+            (``root``, ``repo_type``, ``revision``, ``episodes``, ``delta_timestamps``,
+            ``tolerance_s``, ``return_uint8``, ``storage_options``, ``sidecar_lock_timeout_s``),
+            with the same meaning, and: ``image_transforms`` runs on the thread iterating the
+            dataset, in schedule order; ``decoder_cache_size`` is per worker process.
+    """
 
     def __init__(
         self,
@@ -164,6 +213,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
 
     @property
     def rank_budget_bytes(self) -> int:
+        """``byte_budget_gb`` in bytes: the budget of this rank, shared by its workers."""
         return int(self.byte_budget_gb * 2**30)
 
     @property
@@ -172,6 +222,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         return {"pool_size": self.episode_pool_size, "byte_budget": self.rank_budget_bytes}
 
     def resume_settings(self, batch_size: int, num_workers: int, drop_last: bool) -> ResumeSettings:
+        """Everything that fixes this rank's order and batches under a DataLoader's settings."""
         return ResumeSettings(
             seed=self.seed, strategy=self.sampling_strategy, pool_settings=self.pool_settings,
             world_size=self.world_size, batch_size=int(batch_size),
@@ -294,6 +345,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         return values
 
     def reset_metrics(self) -> None:
+        """Zero every counter of :meth:`metrics` (all workers)."""
         self._shared[:] = [0] * (_ROWS * len(_METRICS))
 
     def _publish(self, metrics: PipelineMetrics, published: dict[str, int], row: int) -> None:

@@ -65,7 +65,14 @@ if hasattr(os, "register_at_fork"):
 
 @dataclass(frozen=True)
 class EpisodeSpans:
-    """What fetching one episode reads: per camera its mini-MP4 plans, plus its Parquet bytes."""
+    """What fetching one episode reads: per camera its mini-MP4 plans, plus its Parquet bytes.
+
+    Args:
+        episode_index: the episode.
+        position: its row in the :class:`~feedline.episodes.format.EpisodeTable`.
+        video: per camera key, the mini-MP4 plans covering every frame the episode can ask for.
+        parquet_bytes: compressed bytes of the data row groups that can hold its rows.
+    """
 
     episode_index: int
     position: int
@@ -74,6 +81,7 @@ class EpisodeSpans:
 
     @property
     def video_bytes(self) -> int:
+        """Bytes of every camera's synthesized mini-MP4s."""
         return sum(plan.size for plans in self.video.values() for plan in plans)
 
     @property
@@ -144,14 +152,22 @@ def episode_spans(
 
 @dataclass
 class EpisodePayload:
-    """A fetched episode: its rows and, per camera, its mini-MP4s; decodes frames without I/O."""
+    """A fetched episode: its rows and, per camera, its mini-MP4s; decodes frames without I/O.
+
+    Args:
+        data: the episode's rows and video spans.
+        minis: per camera key, the fetched mini-MP4s (in plan order).
+        fetched_bytes: bytes read to fetch it (Parquet row groups and MP4 sample ranges).
+        outside_fetches: frames a sample needed outside the fetched spans, read with
+            :meth:`VideoFrameReader.frames_at <feedline.episodes.video.frames.VideoFrameReader.frames_at>`;
+            should stay 0. Default 0.
+    """
 
     data: EpisodeData
     minis: Mapping[str, tuple[MiniMp4, ...]]
     fetched_bytes: int
     _subplans: dict[tuple[str, int, int], SpanPlan] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    #: frames a sample needed outside the fetched spans (read with frames_at; should stay 0)
     outside_fetches: int = 0
 
     def _sub_mini(self, reader: VideoFrameReader, key: str, first: int, last: int) -> MiniMp4 | None:

@@ -50,14 +50,35 @@ from feedline.episodes.schedule.admission import EpisodeByteCache
 from feedline.episodes.schedule.state import STATE_VERSION_KEY, Stateful, check_state_version
 from feedline.validate import check_int
 
-__all__ = ["EpisodePipeline", "PipelineMetrics"]
+__all__ = [
+    "DEFAULT_DECODED_QUEUE_SIZE",
+    "DEFAULT_DECODE_THREADS",
+    "DEFAULT_MAX_NUM_SHARDS",
+    "EpisodePipeline",
+    "PipelineMetrics",
+]
 
+# Production defaults (SPEC.md 3.4), per worker.
+DEFAULT_MAX_NUM_SHARDS = 16  # episodes fetched in parallel; LeRobot's streaming default
+DEFAULT_DECODE_THREADS = 2
+DEFAULT_DECODED_QUEUE_SIZE = 8
 _POLL_S = 1.0  # how often a waiting consumer re-checks that the fetch dispatcher is alive
 
 
 @dataclass
 class PipelineMetrics:
-    """Counters of one pipeline (one worker, one epoch)."""
+    """Counters of one pipeline (one worker, one epoch); all start at 0.
+
+    Args:
+        samples: samples handed to the consumer.
+        bytes_fetched: payload bytes read (Parquet row groups and MP4 sample ranges).
+        episodes_fetched: episodes whose fetch completed.
+        refill_stalls: times the consumer waited for an episode still being fetched.
+        refill_stall_s: seconds spent in those waits.
+        peak_reserved_bytes: the most bytes the byte cache held reserved at once.
+        outside_fetches: frames a sample needed outside its episode's fetched spans (read
+            separately; stays 0 unless a span was planned short).
+    """
 
     samples: int = 0
     bytes_fetched: int = 0
@@ -68,16 +89,27 @@ class PipelineMetrics:
     outside_fetches: int = 0
 
     def as_dict(self) -> dict[str, Any]:
+        """The counters as a plain dict (for logs)."""
         return asdict(self)
 
 
 class EpisodePipeline(Stateful):
     """Samples of one worker's anchors, in schedule order (an iterator; ``close()`` stops threads).
 
-    ``episodes``/``frames`` are the anchors still to serve, in order; ``admission`` the episodes
-    they touch, in the pool's admission order; ``nbytes[ep]`` each one's exact payload size.
-    ``fetch(ep)`` returns a payload (called on the fetch pool), ``assemble(payload, frame)`` a
-    sample (called on the decode pool), ``finish(sample)`` runs on the consuming thread.
+    Args:
+        episodes: episode index of each anchor still to serve, in schedule order.
+        frames: frame index of each of those anchors.
+        admission: the episodes they touch, in the pool's admission order (fetch order).
+        nbytes: each episode's exact payload size, reserved in ``cache`` before its fetch.
+        fetch: ``fetch(episode) -> payload``; runs on the fetch threads.
+        assemble: ``assemble(payload, frame) -> sample``; runs on the decode threads.
+        cache: the worker's byte cache (admission frontier).
+        max_num_shards: episodes fetched in parallel (fetch threads). Default 16.
+        decode_threads: threads running ``assemble``. Default 2.
+        decoded_queue_size: samples submitted for decoding ahead of the consumer. Default 8.
+        finish: ``finish(sample) -> sample`` run on the consuming thread (image transforms).
+            Default ``None``.
+        metrics: counters to add to. Default ``None``: fresh ones (:attr:`metrics`).
     """
 
     STATE_VERSION = 1
@@ -92,9 +124,9 @@ class EpisodePipeline(Stateful):
         fetch: Callable[[int], Any],
         assemble: Callable[[Any, int], dict[str, Any]],
         cache: EpisodeByteCache,
-        max_num_shards: int = 16,
-        decode_threads: int = 2,
-        decoded_queue_size: int = 8,
+        max_num_shards: int = DEFAULT_MAX_NUM_SHARDS,
+        decode_threads: int = DEFAULT_DECODE_THREADS,
+        decoded_queue_size: int = DEFAULT_DECODED_QUEUE_SIZE,
         finish: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         metrics: PipelineMetrics | None = None,
     ) -> None:

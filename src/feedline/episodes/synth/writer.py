@@ -63,7 +63,19 @@ DEFAULT_TASKS = ("pick up the red cube", "place the cube in the bin", "open the 
 
 @dataclass
 class SyntheticDataset:
-    """What :func:`write_synthetic_dataset` wrote; tests compare readers against it."""
+    """What :func:`write_synthetic_dataset` wrote; tests compare readers against it.
+
+    Args:
+        root: the dataset folder.
+        fps: frames per second.
+        episode_lengths: frames of each episode, by episode index.
+        camera_keys: the video features.
+        episode_tasks: each episode's task string.
+        vcodec: the encoder used (``libsvtav1`` or ``h264``).
+        data_files: the data Parquet files, relative to ``root``. Default empty.
+        video_files: per camera key, its MP4 files, relative to ``root``. Default empty.
+        episodes_files: the ``meta/episodes/`` Parquet files. Default empty.
+    """
 
     root: Path
     fps: int
@@ -77,10 +89,12 @@ class SyntheticDataset:
 
     @property
     def total_frames(self) -> int:
+        """Frames of every episode."""
         return sum(self.episode_lengths)
 
     @property
     def episode_from_index(self) -> list[int]:
+        """Global ``index`` of each episode's first frame."""
         return [int(x) for x in np.cumsum([0, *self.episode_lengths[:-1]])]
 
     def locate(self, index: int) -> tuple[int, int]:

@@ -60,12 +60,22 @@ if hasattr(os, "register_at_fork"):
 class VideoFrameReader:
     """Frames of the MP4s below one dataset root, at exact video timestamps.
 
-    ``video_paths`` are the files that will be used (only their index entries are prepared up
-    front; others are prepared on first use). ``revision`` keys the sidecar and index caches.
-    ``decoder_cache_size`` bounds the decoded GOP spans kept (LRU). Thread-safe; picklable when
-    its store is (a DataLoader worker maps the index its parent validated, without relisting). ``span_mode`` picks how far each fetched span
-    runs (:data:`~feedline.episodes.video.minimp4.SPAN_MODES`): ``"gop"`` (default) suits sequential
-    reads, ``"minimal"`` random single frames of long-GOP (H.264) videos.
+    Thread-safe; picklable when its store is (a DataLoader worker maps the index its parent
+    validated, without relisting).
+
+    Args:
+        store: where the videos are read from.
+        revision: the dataset revision; keys the sidecar and index caches. Default ``None``.
+        video_paths: the videos that will be used: only their index entries are prepared up
+            front (others on first use). Default ``None``: none up front.
+        lock_timeout_s: seconds to wait for another process building the same sidecar.
+            Default 1800.
+        decoder_cache_size: decoded GOP spans kept, least recently used dropped first; 0 keeps
+            none. Default 8.
+        sidecar_workers: parallel MP4 parses when a sidecar must be built. Default 4.
+        span_mode: how far each fetched span runs
+            (:data:`~feedline.episodes.video.minimp4.SPAN_MODES`): ``"gop"`` (default) suits
+            sequential reads, ``"minimal"`` random single frames of long-GOP (H.264) videos.
     """
 
     def __init__(

@@ -38,10 +38,12 @@ _DTYPES = (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.int64
 
 
 def generation_dir(sidecar: Sidecar) -> Path:
+    """The derived-index folder of one sidecar content and index format."""
     return feedline_home() / "streaming-indexes" / f"f{INDEX_FORMAT}-{sidecar.content_id[:24]}"
 
 
 def video_dir(sidecar: Sidecar, path: str) -> Path:
+    """The derived-index folder of one video in ``sidecar``'s generation."""
     return generation_dir(sidecar) / hashlib.sha256(path.encode()).hexdigest()[:20]
 
 
@@ -158,6 +160,13 @@ class IndexProvider:
 
     After unpickling (a DataLoader worker), tables already validated by the parent are mapped
     from the same generation without a new listing.
+
+    Args:
+        store: where the dataset's videos are read from.
+        revision: the dataset revision; keys the sidecar cache. Default ``None``.
+        lock_timeout_s: seconds to wait for another process building or converting the same
+            index. Default 1800.
+        workers: parallel MP4 parses when a sidecar must be built. Default 4.
     """
 
     def __init__(
@@ -177,6 +186,7 @@ class IndexProvider:
         self.validated: dict[str, str | None] = {}  # path -> fingerprint checked by a fresh listing
 
     def tables(self, paths: list[str]) -> dict[str, SampleTable]:
+        """Memory-mapped sample tables of ``paths`` (building or converting what is missing)."""
         sidecar = self._reuse(paths)
         if sidecar is None:
             sidecar, current = ensure_sidecar(

@@ -27,24 +27,38 @@ MERGE_GAP_BYTES = 4096
 
 @dataclass(frozen=True)
 class SpanPlan:
-    """Samples ``first..last`` (decode order, inclusive) and the file built from them."""
+    """Samples ``first..last`` (decode order, inclusive) and the file built from them.
+
+    Args:
+        first: first sample, in decode order.
+        last: last sample, inclusive.
+        layout: the mini-MP4's header and payload size.
+        pts_ticks: original presentation ticks of every frame the mini-MP4 presents, ascending.
+        tick_offset: ``decoded frame.pts - original ticks`` (0 unless the video's timeline
+            starts below 0).
+    """
 
     first: int
     last: int
     layout: MiniLayout
-    #: Original presentation ticks of every frame the mini-MP4 presents, ascending.
     pts_ticks: np.ndarray
-    #: ``decoded frame.pts - original ticks`` (0 unless the video's timeline starts below 0).
     tick_offset: int
 
     @property
     def size(self) -> int:
+        """Exact bytes of the synthesized file (what the byte budget reserves)."""
         return self.layout.total_size
 
 
 @dataclass(frozen=True)
 class MiniMp4:
-    """A synthesized, self-contained MP4 holding one span."""
+    """A synthesized, self-contained MP4 holding one span.
+
+    Args:
+        plan: the span it holds.
+        data: the file's bytes (``plan.size`` of them).
+        fetched_bytes: bytes read from the store to build it (merged sample ranges).
+    """
 
     plan: SpanPlan
     data: bytes

@@ -64,7 +64,17 @@ _VIDEOS_KEY = "sources"
 
 @dataclass(frozen=True)
 class VideoEntry:
-    """One indexed video file inside a sidecar."""
+    """One indexed video file inside a sidecar.
+
+    Args:
+        path: the MP4, relative to the dataset root.
+        key: prefix of its arrays in the archive (``s<i>``).
+        size: its size in bytes when indexed.
+        fingerprint: the store's content identity when indexed (ETag, hash); ``None`` when the
+            store has none (then the entry is never trusted from a published archive).
+        samples: video samples indexed.
+        info: the track's codec configuration, timescale and edit list.
+    """
 
     path: str
     key: str
@@ -75,7 +85,12 @@ class VideoEntry:
 
 
 class Sidecar:
-    """A loaded sidecar archive; arrays are read lazily per video."""
+    """A loaded sidecar archive; arrays are read lazily per video.
+
+    Args:
+        path: the local ``.npz`` archive; one of another schema or format is refused with
+            :class:`~feedline.episodes.errors.SidecarError`.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -102,9 +117,11 @@ class Sidecar:
         }
 
     def close(self) -> None:
+        """Close the archive (tables already read stay valid)."""
         self._npz.close()
 
     def table(self, path: str) -> SampleTable:
+        """The sample table of the video at ``path``, read from the archive."""
         entry = self.entries[path]
         cols = {name: self._npz[f"{entry.key}/{name}"] for name in (*INT_COLUMNS, "pts")}
         return SampleTable(

@@ -29,7 +29,14 @@ ReadAt = Callable[[int, int], bytes]
 
 @dataclass(frozen=True)
 class Box:
-    """One box inside a buffer: payload is ``buf[body:end]``."""
+    """One box inside a buffer: payload is ``buf[body:end]``.
+
+    Args:
+        type: the four-character box type (``"moov"``).
+        start: offset of the box header.
+        body: offset of its payload (after the header).
+        end: offset one past its last byte.
+    """
 
     type: str
     start: int
@@ -39,7 +46,14 @@ class Box:
 
 @dataclass(frozen=True)
 class EditEntry:
-    """One ``elst`` entry: duration in movie ticks, media time in media ticks (-1 = empty edit)."""
+    """One ``elst`` entry: duration in movie ticks, media time in media ticks (-1 = empty edit).
+
+    Args:
+        segment_duration: the edit's length, in movie-timescale ticks.
+        media_time: where it starts in the media, in media ticks; -1 for an empty edit.
+        rate_integer: integer part of the playback rate (1 is the only one accepted).
+        rate_fraction: fractional part of the playback rate.
+    """
 
     segment_duration: int
     media_time: int
@@ -49,7 +63,31 @@ class EditEntry:
 
 @dataclass
 class RawTrack:
-    """The raw tables of the first video track, exactly as stored (before expansion)."""
+    """The raw tables of the first video track, exactly as stored (before expansion).
+
+    Args:
+        movie_timescale: ticks per second of the movie (``mvhd``), the edit list's unit.
+        timescale: ticks per second of the track's media (``mdhd``).
+        media_duration: the media's duration in media ticks (``mdhd``).
+        codec: the sample entry's four-character code (``av01``, ``avc1``...).
+        width: frame width in pixels (sample entry).
+        height: frame height in pixels (sample entry).
+        stsd: the whole ``stsd`` box, copied into every mini-MP4.
+        stsd_entries: sample descriptions it holds (exactly one is accepted).
+        edits: the ``elst`` entries, or ``None`` without an edit list.
+        stts_counts: run lengths of the decode-duration table (``stts``).
+        stts_deltas: the decode duration of each run, in media ticks.
+        ctts_counts: run lengths of the composition-offset table, or ``None`` without ``ctts``.
+        ctts_offsets: the composition offset of each run (signed in ``ctts`` version 1).
+        ctts_version: the ``ctts`` box version, or ``None``.
+        stss: 1-based numbers of the sync samples, or ``None`` when every sample is one.
+        stsc_first_chunk: first chunk (1-based) of each sample-to-chunk run (``stsc``).
+        stsc_samples_per_chunk: samples per chunk in each run.
+        sample_size: the size of every sample when constant (``stsz``), else 0.
+        sample_sizes: per-sample sizes when they vary, else ``None``.
+        sample_count: samples in the track.
+        chunk_offsets: file offset of every chunk (``stco`` / ``co64``).
+    """
 
     movie_timescale: int
     timescale: int

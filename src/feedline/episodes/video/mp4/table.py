@@ -26,7 +26,23 @@ INT_COLUMNS = ("offset", "size", "dts", "ctts", "pts_ticks", "sync", "presented"
 
 @dataclass(frozen=True)
 class TrackInfo:
-    """Per-file facts the mini-MP4 writer and the frame reader need besides the sample arrays."""
+    """Per-file facts the mini-MP4 writer and the frame reader need besides the sample arrays.
+
+    Args:
+        codec: the sample entry's four-character code.
+        width: frame width in pixels.
+        height: frame height in pixels.
+        timescale: media ticks per second.
+        movie_timescale: movie ticks per second (the edit list's unit).
+        stsd: the ``stsd`` box, copied into every mini-MP4.
+        has_ctts: whether samples carry composition offsets (B-frames reorder).
+        ctts_version: the ``ctts`` box version, or ``None``.
+        edits: the ``elst`` as stored, ``((segment_duration, media_time), ...)`` (rates are
+            always 1), or ``None``.
+        last_duration: duration of the last sample in decode order (the others follow from
+            ``dts``).
+        file_size: the MP4's size in bytes.
+    """
 
     codec: str
     width: int
@@ -36,13 +52,12 @@ class TrackInfo:
     stsd: bytes
     has_ctts: bool
     ctts_version: int | None
-    #: ``elst`` as stored: ``[(segment_duration, media_time), ...]`` (rates are always 1).
     edits: tuple[tuple[int, int], ...] | None
-    #: Duration of the last sample in decode order (the others follow from ``dts``).
     last_duration: int
     file_size: int
 
     def to_json(self) -> dict[str, Any]:
+        """Plain JSON (the sidecar's ``meta.json`` form); :meth:`from_json` reads it back."""
         return {
             "codec": self.codec,
             "width": self.width,
@@ -59,6 +74,7 @@ class TrackInfo:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TrackInfo:
+        """Read back what :meth:`to_json` wrote."""
         edits = data["edits"]
         return cls(
             codec=str(data["codec"]),
@@ -79,9 +95,17 @@ class TrackInfo:
 class SampleTable:
     """One video track, one entry per sample in decode order.
 
-    ``ctts`` is the composition offset (``cts = dts + ctts``); ``pts_ticks``/``pts`` are the
-    presentation times PyAV reports; ``presented`` is False for samples the edit list hides
-    (they are still decoded when they are references).
+    Args:
+        info: the track's codec configuration, timescales and edit list.
+        offset: each sample's byte offset in the file.
+        size: each sample's size in bytes.
+        dts: decode time, in media ticks.
+        ctts: composition offset (``cts = dts + ctts``).
+        pts_ticks: presentation time PyAV reports, in media ticks (after the edit list).
+        pts: the same in seconds, float64, bit-identical to PyAV's ``frame.time``.
+        sync: whether the sample is a keyframe.
+        presented: ``False`` for samples the edit list hides (still decoded when they are
+            references).
     """
 
     info: TrackInfo

@@ -42,13 +42,19 @@ def full_box(kind: bytes, version: int, flags: int, *payload: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class MiniLayout:
-    """The header of a mini-MP4 and where its payload goes."""
+    """The header of a mini-MP4 and where its payload goes.
 
-    header: bytes  # ftyp + moov + mdat header
+    Args:
+        header: ``ftyp`` + ``moov`` + the ``mdat`` box header; the samples follow it.
+        payload_size: bytes of the samples.
+    """
+
+    header: bytes
     payload_size: int
 
     @property
     def total_size(self) -> int:
+        """The whole file's size."""
         return len(self.header) + self.payload_size
 
 
