@@ -21,11 +21,11 @@ import torch
 from feedline.episodes.assemble import SampleSpec
 from feedline.episodes.errors import EpisodeDatasetError
 from feedline.episodes.format import DatasetMeta, EpisodeTable, load_meta
-from feedline.episodes.settings import check_setting
 from feedline.episodes.windows import delta_indices
 from feedline.errors import FeedlineError
 from feedline.io import Store, open_store
 from feedline.io.errors import is_transport_error
+from feedline.validate import check_int
 
 DEFAULT_TOLERANCE_S = 1e-4  # LeRobot's default frame-timestamp tolerance
 DEFAULT_DECODER_CACHE_SIZE = 8
@@ -124,7 +124,7 @@ class EpisodeDatasetBase:
         self.tolerance_s = float(tolerance_s)
         self.return_uint8 = bool(return_uint8)
         self.image_transforms = image_transforms
-        self.decoder_cache_size = check_setting(
+        self.decoder_cache_size = check_int(
             "decoder_cache_size", decoder_cache_size, minimum=0, error=EpisodeDatasetError
         )
         self.sidecar_lock_timeout_s = float(sidecar_lock_timeout_s)

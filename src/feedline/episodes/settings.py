@@ -11,13 +11,8 @@ the two spellings meet: add a row when a setting gains a flag.
 from __future__ import annotations
 
 import re
-from typing import Any
 
-import numpy as np
-
-from feedline.validate import check_int
-
-__all__ = ["CLI_FLAGS", "check_setting", "cli_message"]
+__all__ = ["CLI_FLAGS", "cli_message"]
 
 #: Python keyword -> the flag a ``feedline train`` command line uses for it (lerobot-train's).
 CLI_FLAGS: dict[str, str] = {
@@ -39,17 +34,6 @@ CLI_FLAGS: dict[str, str] = {
 _KEYWORD = re.compile(
     r"(?<![\w.-])(" + "|".join(sorted(CLI_FLAGS, key=len, reverse=True)) + r")(?!\w)"
 )
-
-
-def check_setting(name: str, value: Any, *, minimum: int, error: type[Exception]) -> int:
-    """:func:`feedline.validate.check_int` for an episodes setting, numpy integers included.
-
-    Episode sizes, epochs and ranks often come out of numpy arrays; a ``numpy.int64`` is an
-    integer to the user, so it is judged (and returned) as the Python int it equals.
-    """
-    if isinstance(value, np.integer):
-        value = int(value)
-    return check_int(name, value, minimum=minimum, error=error)
 
 
 def cli_message(error: BaseException | str) -> str:

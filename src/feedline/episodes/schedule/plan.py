@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from feedline.episodes.errors import PlanError
-from feedline.episodes.settings import check_setting
+from feedline.validate import check_int
 
 __all__ = [
     "PlanReport",
@@ -175,9 +175,9 @@ def plan_shards_arrays(
         resolve_seed,  # the seed constants live with the pool
     )
 
-    world_size = check_setting("world_size", world_size, minimum=1, error=PlanError)
-    num_workers = check_setting("num_workers", num_workers, minimum=0, error=PlanError)
-    epoch = check_setting("epoch", epoch, minimum=0, error=PlanError)
+    world_size = check_int("world_size", world_size, minimum=1, error=PlanError)
+    num_workers = check_int("num_workers", num_workers, minimum=0, error=PlanError)
+    epoch = check_int("epoch", epoch, minimum=0, error=PlanError)
     seed = resolve_seed(seed)
     indices, lengths = episode_arrays(episode_lengths)
     if indices.size < world_size:

@@ -64,7 +64,6 @@ from feedline.episodes.schedule.resume import (
 )
 from feedline.episodes.schedule.state import Stateful
 from feedline.episodes.schedule.strategies import get_strategy
-from feedline.episodes.settings import check_setting
 from feedline.episodes.stream.payload import (
     EpisodePayload,
     episode_spans,
@@ -78,6 +77,7 @@ from feedline.episodes.stream.pipeline import (
     EpisodePipeline,
     PipelineMetrics,
 )
+from feedline.validate import check_int
 
 __all__ = ["StreamingEpisodeDataset"]
 
@@ -92,7 +92,7 @@ _PEAK = _METRICS.index("peak_reserved_bytes")
 
 
 def _setting(name: str, value: Any, minimum: int) -> int:
-    return check_setting(name, value, minimum=minimum, error=StreamingError)
+    return check_int(name, value, minimum=minimum, error=StreamingError)
 
 
 def _batch_len(batch: Any) -> int:
