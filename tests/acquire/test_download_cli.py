@@ -366,6 +366,8 @@ def test_user_errors_are_one_line(tmp_path):
         (["not-a-url-or-file"], "neither a URL"),
         (["http://127.0.0.1:9/a.bin", "--bands", "4"], "--bands/--rows only apply with --dedup"),
         (["http://127.0.0.1:9/a/", "--workers", "1"], "cannot name a local file"),
+        (["http://127.0.0.1:9/a.bin", "--workers", "0"], "--workers must be an integer >= 1, got 0"),
+        (["http://127.0.0.1:9/a.bin", "--dedup", "--num-perm", "0"], "--num-perm must be an integer >= 1, got 0"),
     ]:
         proc = subprocess.run(
             [sys.executable, "-m", "feedline", "download", *args, "--out", str(tmp_path)],
@@ -378,6 +380,17 @@ def test_user_errors_are_one_line(tmp_path):
             proc.stderr.strip().splitlines()[-1].startswith("feedline: error:")
             and message in proc.stderr
         )
+
+
+def test_python_api_names_its_keywords(tmp_path):
+    from feedline.acquire.download import download_shard
+    from feedline.acquire.errors import DownloadError
+    from feedline.acquire.runner import RunConfig
+
+    with pytest.raises(DownloadError, match=r"^workers must be an integer >= 1, got 0$"):
+        RunConfig(["http://127.0.0.1:9/a.bin"], tmp_path, workers=0)
+    with pytest.raises(DownloadError, match=r"checkpoint_bytes \(10\) must be at least buffer_bytes \(20\)"):
+        download_shard("http://127.0.0.1:9/a.bin", tmp_path / "a.bin", checkpoint_bytes=10, buffer_bytes=20)
 
 
 def test_progress_bar_on_a_terminal_counts_every_byte(nginx_server, tmp_path, capsys):

@@ -224,6 +224,18 @@ def test_config_errors(tmp_path):
     bad.write_text("streams: [{name: s, documents: [x], outptu: {path: o}}]")
     with pytest.raises(CurateError, match="unknown keys"):
         load_config(str(bad))
+    bad.write_text("streams: [{name: s, documents: [x], output: {path: o, max_size_in_bytes: 1GB}}]")
+    with pytest.raises(CurateError, match=r"streams\[0\]: output\.max_size_in_bytes must be an integer >= 1, got '1GB'"):
+        load_config(str(bad))
+    bad.write_text("streams: [{name: s, documents: [x], output: {path: o, min_text_length: -1}}]")
+    with pytest.raises(CurateError, match=r"output\.min_text_length must be an integer >= 0, got -1"):
+        load_config(str(bad))
+    ok = parse_config({"streams": [{"name": "s", "documents": ["x"], "output": {"path": "o", "max_size_in_bytes": 1e9}}]})
+    assert ok[0].max_size_in_bytes == 10**9  # JSON's 1e9 is an integer here
+    with pytest.raises(CurateError, match=r"^processes must be an integer >= 1, got 0$"):
+        run_mix(ok, processes=0)
+    proc = run_feedline("mix", str(bad), "--processes", "0", check=False)
+    assert proc.returncode == 1 and proc.stderr.strip() == "feedline: error: --processes must be an integer >= 1, got 0"
 
 
 # ---- Dolma interop --------------------------------------------------------------------------------

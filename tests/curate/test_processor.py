@@ -183,7 +183,8 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
     for args, message in [
         (("--taggers", "nope_v1"), "unknown tagger 'nope_v1'"),
         (("--taggers", "char_length_v1", "--experiment", "a__b"), "invalid experiment name"),
-        (("--taggers", "char_length_v1", "--processes", "0"), "--processes must be at least 1"),
+        (("--taggers", "char_length_v1", "--processes", "0"), "--processes must be an integer >= 1, got 0"),
+        (("--taggers", "char_length_v1", "--retries", "-1"), "--retries must be an integer >= 0, got -1"),
     ]:
         proc = run_feedline("tag", "--documents", glob_of(tmp_path), *args, check=False)
         assert proc.returncode == 1 and proc.stderr.strip() == f"feedline: error: {proc.stderr.strip()[17:]}"
@@ -191,6 +192,15 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
     proc = run_feedline("tag", "--documents", str(tmp_path / "nothing" / "*.gz"), "--taggers", "char_length_v1",
                         check=False)
     assert "matches no files" in proc.stderr
+
+
+def test_python_api_names_its_keywords(tmp_path):
+    make_corpus(tmp_path, files=1, docs=2)
+    job = TagJob(("char_length_v1",), experiment="k")
+    with pytest.raises(CurateError, match=r"^processes must be an integer >= 1, got 0$"):
+        run_tag([glob_of(tmp_path)], job, processes=0)
+    with pytest.raises(CurateError, match=r"^retries must be an integer >= 0, got True$"):
+        run_tag([glob_of(tmp_path)], job, retries=True)
 
 
 def test_list_taggers_includes_plugins():

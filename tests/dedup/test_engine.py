@@ -176,12 +176,18 @@ def test_memory_per_document_is_bounded(corpus: PlantedCorpus) -> None:
 
 
 def test_config_errors() -> None:
-    with pytest.raises(DedupError, match="--bands and --rows"):
+    with pytest.raises(DedupError, match="^bands and rows go together"):  # Python: the keywords
         DedupConfig(bands=8)
     with pytest.raises(DedupError, match="at most"):
         DedupConfig(bands=32, rows=8)
     with pytest.raises(DedupError, match="threshold"):
         DedupConfig(threshold=1.5)
     assert DedupConfig(bands=4, rows=4).to_dict()["bands"] == 4
+    with pytest.raises(DedupError, match=r"^num_perm must be an integer >= 1, got 0$"):
+        DedupConfig(num_perm=0)
+    with pytest.raises(DedupError, match=r"^--num-perm must be an integer >= 1, got 0$"):
+        DedupConfig.from_flags(num_perm=0)
+    with pytest.raises(DedupError, match=r"^--bands 32 x --rows 8 must use at most --num-perm 128"):
+        DedupConfig.from_flags(bands=32, rows=8)
     with pytest.raises(DedupError):
         dedup_texts(["a"], [])

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from feedline.dedup.errors import DedupError
 from feedline.dedup.lsh import (
     DEFAULT_FN_WEIGHT,
     DEFAULT_FP_WEIGHT,
@@ -73,7 +74,7 @@ def test_collision_probability_is_monotone(s: list[float], b: int, r: int) -> No
 
 
 def test_bad_threshold() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(DedupError, match="threshold"):
         optimal_bands_rows(1.0, 128)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from feedline.acquire.download import DEFAULT_CHECKPOINT_BYTES
 from feedline.acquire.errors import DownloadError
+from feedline.validate import check_int
 
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
@@ -64,7 +65,7 @@ def cmd_download(args: argparse.Namespace) -> int:
     if args.dedup:
         from feedline.dedup.engine import DedupConfig
 
-        dedup = DedupConfig(
+        dedup = DedupConfig.from_flags(
             threshold=args.threshold,
             num_perm=args.num_perm,
             ngram=args.ngram,
@@ -73,8 +74,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         )
     elif args.bands is not None or args.rows is not None:
         raise DownloadError("--bands/--rows only apply with --dedup")
-    if args.workers < 1:
-        raise DownloadError(f"--workers must be at least 1, got {args.workers}")
+    check_int("--workers", args.workers, minimum=1, error=DownloadError)
     if args.checkpoint_mb <= 0:
         raise DownloadError(f"--checkpoint-mb must be positive, got {args.checkpoint_mb}")
     config = RunConfig(

@@ -30,6 +30,7 @@ from feedline.acquire.sources import Body, Source, open_source
 from feedline.io import RangeError, TransientError, process_lock
 from feedline.io.atomic import install, remove_stale_temps
 from feedline.io.retry import DEFAULT_RETRY, RetryPolicy
+from feedline.validate import check_int
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,12 @@ def download_shard(
     """
     target = Path(dest)
     target.parent.mkdir(parents=True, exist_ok=True)
+    check_int("buffer_bytes", buffer_bytes, minimum=1, error=DownloadError)
+    check_int("checkpoint_bytes", checkpoint_bytes, minimum=1, error=DownloadError)
     if checkpoint_bytes < buffer_bytes:
-        raise ValueError("checkpoint_bytes must be at least buffer_bytes")
+        raise DownloadError(
+            f"checkpoint_bytes ({checkpoint_bytes}) must be at least buffer_bytes ({buffer_bytes})"
+        )
     lock = target.with_name(f".{target.name}.lock")
     with process_lock(lock, lock_timeout_s):
         job = _Download(

@@ -31,6 +31,7 @@ from feedline.errors import FeedlineError
 from feedline.io import atomic_write
 from feedline.io.errors import CorpusFormatError
 from feedline.io.jsonl import stream_jsonl
+from feedline.validate import check_int
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,10 @@ class RunConfig:
     checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES
     progress: bool | None = None  # None: a bar when stderr is a terminal
     fsync: bool = True
+
+    def __post_init__(self) -> None:
+        check_int("workers", self.workers, minimum=1, error=DownloadError)
+        check_int("checkpoint_bytes", self.checkpoint_bytes, minimum=1, error=DownloadError)
 
     @property
     def manifest(self) -> Path:

@@ -6,16 +6,15 @@ import argparse
 import sys
 
 from feedline.curate.errors import CurateError
+from feedline.validate import check_int
 
 
 def cmd_tag(args: argparse.Namespace) -> int:
     from feedline.curate.processor import run_tag
     from feedline.curate.runtime import TagJob
 
-    if args.processes < 1:
-        raise CurateError(f"--processes must be at least 1, got {args.processes}")
-    if args.retries < 0:
-        raise CurateError(f"--retries must be 0 or more, got {args.retries}")
+    check_int("--processes", args.processes, minimum=1, error=CurateError)
+    check_int("--retries", args.retries, minimum=0, error=CurateError)
     job = TagJob(
         taggers=tuple(args.taggers),
         experiment=args.experiment,
@@ -40,6 +39,7 @@ def cmd_tag(args: argparse.Namespace) -> int:
 def cmd_mix(args: argparse.Namespace) -> int:
     from feedline.curate.mixer import load_config, run_mix
 
+    check_int("--processes", args.processes, minimum=1, error=CurateError)
     config = load_config(args.config)
     for line in run_mix(config, processes=args.processes).lines():
         print(line)

@@ -26,9 +26,11 @@ from feedline.curate.errors import AlignmentError, CurateError
 from feedline.curate.jsonpath import JsonPath
 from feedline.curate.runtime import attribute_path, relative_name
 from feedline.io.paths import is_url
+from feedline.validate import check_int
 
 log = logging.getLogger("feedline.curate")
 _EXTENSIONS = {"gz": ".jsonl.gz", "zst": ".jsonl.zst", "": ".jsonl"}
+DEFAULT_SHARD_BYTES = 1 << 30  # a shard closes at 1 GiB compressed unless output.max_size_in_bytes says
 _STREAM_KEYS = {"name", "documents", "attributes", "filter", "span_replacement", "output", "compression"}
 
 
@@ -132,13 +134,23 @@ def parse_config(raw: Any, where: str = "mixer config") -> list[StreamConfig]:
                 exclude=[_compile(e, at) for e in _as_list(filt.get("exclude") or [])],
                 span_replacement=[_replacement(r, at) for r in stream.get("span_replacement") or []],
                 output_path=str(output["path"]).rstrip("/"),
-                max_size_in_bytes=int(output.get("max_size_in_bytes") or 1 << 30),
+                max_size_in_bytes=_int_setting(output, "max_size_in_bytes", DEFAULT_SHARD_BYTES, 1, at),
                 discard_fields=_as_list(output.get("discard_fields") or []),
-                min_text_length=int(output.get("min_text_length") or 0),
+                min_text_length=_int_setting(output, "min_text_length", 0, 0, at),
                 compression=compression,
             )
         )
     return streams
+
+
+def _int_setting(output: dict[str, Any], key: str, default: int, minimum: int, at: str) -> int:
+    """``output.<key>`` as an integer (JSON's ``1e9`` included); missing or null gives ``default``."""
+    value = output.get(key)
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return check_int(f"{at}: output.{key}", value, minimum=minimum, error=CurateError)
 
 
 def _output_compression(value: Any) -> str:
@@ -361,6 +373,7 @@ def run_mix(streams: list[StreamConfig], processes: int = 1) -> MixReport:
     """Mix every stream (in parallel across streams when ``processes`` > 1)."""
     import time
 
+    check_int("processes", processes, minimum=1, error=CurateError)
     started = time.monotonic()
     if processes > 1 and len(streams) > 1:
         import multiprocessing as mp

@@ -26,6 +26,7 @@ from feedline.curate import files
 from feedline.curate.errors import CurateError, RetryableFailure
 from feedline.curate.runtime import FileTagger, TagJob, attributes_root, relative_name
 from feedline.io.paths import is_url
+from feedline.validate import check_int
 
 log = logging.getLogger("feedline.curate")
 MARKER_SUFFIX = ".done"
@@ -187,6 +188,8 @@ def run_tag(
     """Tag every file matching ``documents`` (globs) with ``job``; resumable; see module doc."""
     from feedline.curate.registry import get_tagger, import_tagger_modules
 
+    check_int("processes", processes, minimum=1, error=CurateError)
+    check_int("retries", retries, minimum=0, error=CurateError)
     import_tagger_modules(job.tagger_modules)
     for name in job.taggers:
         get_tagger(name)  # unknown names fail before any work starts

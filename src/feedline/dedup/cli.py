@@ -199,7 +199,7 @@ def dedup_files(
 
 
 def cmd_dedup(args: argparse.Namespace) -> int:
-    config = DedupConfig(
+    config = DedupConfig.from_flags(
         threshold=args.threshold,
         num_perm=args.num_perm,
         ngram=args.ngram,

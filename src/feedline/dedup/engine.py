@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
 from feedline.dedup.errors import DedupError
+from feedline.validate import check_int
 
 from .lsh import LSHIndex, SortedKeyIndex, optimal_bands_rows
 from .minhash import DEFAULT_NGRAM, DEFAULT_NUM_PERM, DEFAULT_SEED, MinHasher, ShingleBatch
@@ -50,9 +51,54 @@ VerifyMode = Literal["exact", "estimate"]
 T = TypeVar("T")
 
 
+#: How ``feedline dedup`` and ``feedline download --dedup`` spell each setting.
+FLAGS = {"threshold": "--threshold", "num_perm": "--num-perm", "ngram": "--ngram", "bands": "--bands",
+         "rows": "--rows", "seed": "--seed", "verify": "--verify"}
+
+
+def check_settings(values: Mapping[str, Any], names: Mapping[str, str] | None = None) -> None:
+    """Refuse bad dedup settings, naming each as the caller spelled it: the keyword by default,
+    the flag when ``names`` maps keywords to flags."""
+
+    def name(key: str) -> str:
+        return names.get(key, key) if names else key
+
+    threshold = values["threshold"]
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0.0 < threshold < 1.0:
+        raise DedupError(f"{name('threshold')} must be in (0, 1), got {threshold!r}")
+    num_perm = check_int(name("num_perm"), values["num_perm"], minimum=1, error=DedupError)
+    check_int(name("ngram"), values["ngram"], minimum=1, error=DedupError)
+    check_int(name("seed"), values["seed"], error=DedupError)
+    bands, rows = values["bands"], values["rows"]
+    if (bands is None) != (rows is None):
+        raise DedupError(f"{name('bands')} and {name('rows')} go together: give both or neither")
+    if bands is not None:
+        check_int(name("bands"), bands, minimum=1, error=DedupError)
+        check_int(name("rows"), rows, minimum=1, error=DedupError)
+        if bands * rows > num_perm:
+            raise DedupError(
+                f"{name('bands')} {bands} x {name('rows')} {rows} must use at most "
+                f"{name('num_perm')} {num_perm} permutations"
+            )
+    if values["verify"] not in ("exact", "estimate"):
+        raise DedupError(f"{name('verify')} must be 'exact' or 'estimate', got {values['verify']!r}")
+
+
 @dataclass(frozen=True)
 class DedupConfig:
-    """Everything that decides the verdicts; recorded in manifests so a run can be repeated."""
+    """Everything that decides the verdicts; recorded in manifests so a run can be repeated.
+
+    Args:
+        threshold: Jaccard similarity (0, 1) from which two documents are near duplicates (0.8).
+        num_perm: MinHash permutations per signature (128).
+        ngram: words per shingle (5).
+        bands: LSH bands; ``None`` chooses ``bands x rows`` from ``threshold`` (the S-curve whose
+            false positive + false negative area is smallest). Give both or neither.
+        rows: signature rows per band, with ``bands``.
+        seed: seed of the hash family: the same seed gives the same verdicts in any process (1).
+        verify: how candidates are confirmed: ``"exact"`` shingle Jaccard or the MinHash
+            ``"estimate"`` (see the module docstring).
+    """
 
     threshold: float = DEFAULT_THRESHOLD
     num_perm: int = DEFAULT_NUM_PERM
@@ -63,25 +109,13 @@ class DedupConfig:
     verify: VerifyMode = "exact"
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.threshold < 1.0:
-            raise DedupError(f"--threshold must be in (0, 1), got {self.threshold}")
-        if self.num_perm < 1 or self.ngram < 1:
-            raise DedupError(
-                f"--num-perm and --ngram must be >= 1, got {self.num_perm}, {self.ngram}"
-            )
-        if (self.bands is None) != (self.rows is None):
-            raise DedupError("--bands and --rows go together: give both or neither")
-        if (
-            self.bands is not None
-            and self.rows is not None
-            and (self.bands < 1 or self.rows < 1 or self.bands * self.rows > self.num_perm)
-        ):
-            raise DedupError(
-                f"--bands {self.bands} x --rows {self.rows} must be >= 1 and use at most "
-                f"--num-perm {self.num_perm} permutations"
-            )
-        if self.verify not in ("exact", "estimate"):
-            raise DedupError(f"verify must be 'exact' or 'estimate', got {self.verify!r}")
+        check_settings(asdict(self))
+
+    @classmethod
+    def from_flags(cls, **values: Any) -> DedupConfig:
+        """The config from command-line values; errors name the flags (``--num-perm``)."""
+        check_settings({**asdict(cls()), **values}, FLAGS)
+        return cls(**values)
 
     def banding(self) -> tuple[int, int]:
         if self.bands is not None and self.rows is not None:

@@ -23,7 +23,9 @@ import functools
 
 import numpy as np
 
+from feedline.dedup.errors import DedupError
 from feedline.dedup.minhash import mix64
+from feedline.validate import check_int
 
 DEFAULT_FP_WEIGHT = 0.05
 DEFAULT_FN_WEIGHT = 0.95
@@ -59,9 +61,8 @@ def optimal_bands_rows(
     Ties go to the pair using more permutations, then to fewer bands (a smaller index).
     """
     if not 0.0 < threshold < 1.0:
-        raise ValueError(f"threshold must be in (0, 1), got {threshold}")
-    if num_perm < 1:
-        raise ValueError(f"num_perm must be >= 1, got {num_perm}")
+        raise DedupError(f"threshold must be in (0, 1), got {threshold}")
+    check_int("num_perm", num_perm, minimum=1, error=DedupError)
     combos = np.array([(b, r) for b in range(1, num_perm + 1) for r in range(1, num_perm // b + 1)])
     bands, rows = combos[:, :1].astype(np.float64), combos[:, 1:].astype(np.float64)
     below = np.linspace(0.0, threshold, _INTEGRATION_POINTS)
@@ -176,8 +177,8 @@ class LSHIndex:
     """Band keys of MinHash signatures in a :class:`SortedKeyIndex` (one column per band)."""
 
     def __init__(self, bands: int, rows: int, seed: int = 1) -> None:
-        if bands < 1 or rows < 1:
-            raise ValueError(f"bands and rows must be >= 1, got {bands}x{rows}")
+        check_int("bands", bands, minimum=1, error=DedupError)
+        check_int("rows", rows, minimum=1, error=DedupError)
         self.bands = bands
         self.rows = rows
         rng = np.random.Generator(np.random.PCG64([seed, 0x15A]))

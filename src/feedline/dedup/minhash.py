@@ -32,6 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from feedline.dedup.errors import DedupError
+from feedline.validate import check_int
+
 DEFAULT_NUM_PERM = 128
 DEFAULT_NGRAM = 5  # word 5-grams: the usual choice for web text (datatrove, Dolma, SlimPajama)
 DEFAULT_SEED = 1
@@ -245,10 +248,8 @@ class MinHasher:
     def __init__(
         self, num_perm: int = DEFAULT_NUM_PERM, ngram: int = DEFAULT_NGRAM, seed: int = DEFAULT_SEED
     ) -> None:
-        if num_perm < 1:
-            raise ValueError(f"num_perm must be >= 1, got {num_perm}")
-        if ngram < 1:
-            raise ValueError(f"ngram must be >= 1, got {ngram}")
+        check_int("num_perm", num_perm, minimum=1, error=DedupError)
+        check_int("ngram", ngram, minimum=1, error=DedupError)
         self.num_perm = num_perm
         self.ngram = ngram
         self.seed = seed

@@ -24,6 +24,7 @@ from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from feedline.io.errors import (
     AccessDeniedError,
+    IoError,
     NotFoundError,
     RangeError,
     StoreError,
@@ -32,6 +33,7 @@ from feedline.io.errors import (
 from feedline.io.http.connections import ConnectionPool
 from feedline.io.http.headers import parse_content_range, strong_etag, unsatisfied_range_total
 from feedline.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
+from feedline.validate import check_int
 
 DEFAULT_MAX_CONNECTIONS = 16
 
@@ -98,8 +100,9 @@ class HttpRangeClient:
         headers: dict[str, str] | None = None,
         min_subrange_bytes: int = 1 << 20,
     ) -> None:
-        if max_connections < 1 or subranges < 1:
-            raise ValueError("max_connections and subranges must be at least 1")
+        check_int("max_connections", max_connections, minimum=1, error=IoError)
+        check_int("subranges", subranges, minimum=1, error=IoError)
+        check_int("min_subrange_bytes", min_subrange_bytes, minimum=1, error=IoError)
         self.max_connections = max_connections
         self.subranges = subranges
         self.retry = retry
