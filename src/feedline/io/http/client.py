@@ -135,7 +135,7 @@ class HttpRangeClient:
             return self._pool.request(
                 method,
                 url,
-                headers={**self._headers, **(headers or {})},
+                headers={**_credentials(urlsplit(url)), **self._headers, **(headers or {})},
                 preload_content=preload_content,
                 redirect=True,
             )
@@ -212,9 +212,7 @@ class HttpRangeClient:
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
-        headers = {**self._headers, "Range": f"bytes={offset}-{end - 1}"}
-        if parts.username is not None:
-            headers.setdefault("Authorization", _basic_auth(parts))
+        headers = {**_credentials(parts), **self._headers, "Range": f"bytes={offset}-{end - 1}"}
         conn = self._conns.acquire(key)
         reuse = False
         try:
@@ -309,9 +307,13 @@ class HttpRangeClient:
         self._conns.clear()
 
 
-def _basic_auth(parts: SplitResult) -> str:
-    token = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
-    return "Basic " + base64.b64encode(token).decode()
+def _credentials(parts: SplitResult) -> dict[str, str]:
+    """Basic ``Authorization`` for a URL with ``user:password@``: urllib3 drops userinfo, and
+    http.client never reads it, so each request path adds it here."""
+    if parts.username is None:
+        return {}
+    token = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+    return {"Authorization": "Basic " + base64.b64encode(token).decode()}
 
 
 def _split(start: int, end: int, parts: int) -> list[tuple[int, int]]:
