@@ -97,15 +97,31 @@ def download_shard(
     stays safe after a power loss too, because the prefix is re-hashed: unflushed bytes fail
     the check and the download restarts. What it gives up is *keeping progress* across an OS
     crash; what it buys is not waiting for the disk (see docs/benchmarks.md, Downloader).
+
+    Args:
+        url: the shard's URL (http(s)://, s3://, memory://, file:// or a local path).
+        dest: the local file; written only complete and verified.
+        expected_sha256: hex digest the finished file must have (else it is kept aside as
+            ``<dest>.corrupt`` and the call fails).
+        storage_options: for the URL's store (credentials, endpoint).
+        checkpoint_bytes: fsync + checkpoint cadence: at most this much is fetched again after
+            a crash (32 MiB).
+        buffer_bytes: size of each read buffer of the hashing ring (256 KiB).
+        retry: backoff policy for transient failures.
+        on_bytes: progress callback, called with each number of bytes written.
+        lock_timeout_s: how long to wait for another process writing the same ``dest``.
+        fsync: wait for the disk before each checkpoint (see above).
+        source: the download source to read instead of opening ``url`` (see
+            :mod:`feedline.acquire.sources`).
     """
-    target = Path(dest)
-    target.parent.mkdir(parents=True, exist_ok=True)
     check_int("buffer_bytes", buffer_bytes, minimum=1, error=DownloadError)
     check_int("checkpoint_bytes", checkpoint_bytes, minimum=1, error=DownloadError)
     if checkpoint_bytes < buffer_bytes:
         raise DownloadError(
             f"checkpoint_bytes ({checkpoint_bytes}) must be at least buffer_bytes ({buffer_bytes})"
         )
+    target = Path(dest)
+    target.parent.mkdir(parents=True, exist_ok=True)
     lock = target.with_name(f".{target.name}.lock")
     with process_lock(lock, lock_timeout_s):
         job = _Download(

@@ -1,4 +1,8 @@
-"""Where a shard's bytes come from: one open-ended read from an offset, with the object's identity.
+"""Download sources: the remote object a shard download reads, opened from any byte offset.
+
+"Source" means one thing in feedline: where bytes are read from. Here it is the object behind a
+shard URL, with its identity (ETag, Last-Modified, version id), so a resume can check it is still
+the same object.
 
 Every source answers the same question — "give me the object from byte N, but only if it is still
 the object described by this checkpoint" — and says honestly when it could not: the body then
@@ -56,19 +60,30 @@ class Body:
 
 @dataclass(frozen=True)
 class SourceInfo:
+    """Size and validator of a source object, as a HEAD or stat tells them."""
+
     size: int
     etag: str | None
     last_modified: str | None
 
 
 class Source(Protocol):
+    """The remote object one download reads. ``url`` is its URL without credentials."""
+
     url: str
 
-    def open(self, offset: int, ckpt: Checkpoint | None) -> Body: ...
+    def open(self, offset: int, ckpt: Checkpoint | None) -> Body:
+        """The object from ``offset`` if it is still the object ``ckpt`` describes, else from 0
+        (``Body.why_restart`` says why); an offset past the end raises ``RangeError``."""
+        ...
 
-    def stat(self) -> SourceInfo: ...
+    def stat(self) -> SourceInfo:
+        """Size and validators, without reading the body."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what this source holds (the store's connections stay with the store)."""
+        ...
 
 
 class HttpSource:
@@ -251,7 +266,8 @@ class StoreSource:
 
 
 def open_source(url: str, storage_options: dict[str, Any] | None = None) -> Source:
-    """The source for one object URL (http(s)://, s3://, memory://, file:// or a local path)."""
+    """The download source for one object URL (http(s)://, s3://, memory://, file:// or a local
+    path); ``storage_options`` go to its store (credentials, endpoint)."""
     try:
         store, name = open_object(url, **(storage_options or {}))
     except StoreError as exc:

@@ -4,6 +4,10 @@ A document row is never modified; a tagger produces :class:`Span` measurements t
 as an attribute row ``{id, attributes: {"<experiment>__<tagger>__<signal>": [[start, end, score]]},
 source}``, line-aligned with the document file. Offsets are code-point indices (Python ``str``
 indices), as in Dolma, so Dolma's mixer and ours cut the same characters.
+
+The rows' ``source`` field is Dolma's schema: the collection a document came from
+(``"common-crawl"``), kept as is. Everywhere else in feedline a source is where bytes are read
+from (a document file here, the remote object of a download in ``feedline.acquire``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ KEY_SEPARATOR = "__"
 
 
 class Document(msgspec.Struct, kw_only=True):
-    """A document row without ``metadata``: the fast decoder every tagger gets by default."""
+    """A document row without ``metadata``: the fast decoder every tagger gets by default.
+
+    ``source`` is Dolma's field, the collection the document belongs to (see the module doc).
+    """
 
     id: str
     text: str
@@ -76,7 +83,8 @@ class DocResult(msgspec.Struct):
 
 
 class AttributeRow(msgspec.Struct):
-    """One line of an attribute file, in Dolma's ``OutputSpec`` field order."""
+    """One line of an attribute file, in Dolma's ``OutputSpec`` field order (``source`` copied
+    from the document row)."""
 
     id: str
     attributes: dict[str, list[tuple[int, int, float]]]

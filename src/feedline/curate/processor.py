@@ -34,7 +34,8 @@ MARKER_SUFFIX = ".done"
 
 @dataclass(frozen=True)
 class Task:
-    """One input file: where it is, where its marker goes, the common base of the run."""
+    """One input file: ``source`` the document file it reads (path or URL), ``marker`` where its
+    ``.done`` marker goes, ``base`` the common folder of the run's files."""
 
     source: str
     marker: str

@@ -18,7 +18,8 @@ class BaseTagger:
     needs_metadata: ClassVar[bool] = False
     defaults: ClassVar[tuple[str, ...]] = ()
     #: True for taggers that measure a document against the whole run (e.g. near duplicates):
-    #: the processor calls ``prepare_corpus(sources, workdir)`` once before files are tagged.
+    #: the processor calls ``prepare_corpus(sources, workdir)`` once before files are tagged;
+    #: ``sources`` are the document files (paths or URLs) the run reads.
     needs_corpus_pass: ClassVar[bool] = False
 
     @classmethod
@@ -26,7 +27,8 @@ class BaseTagger:
         """A pass over every document of the run, before any file is tagged (default: none)."""
 
     def begin_file(self, source: str, workdir: str | None) -> None:
-        """Called before the first row of each file (default: nothing)."""
+        """Called before the first row of each file, with the document file it reads (default:
+        nothing)."""
 
     def predict(self, doc: Document) -> DocResult:
         raise NotImplementedError
