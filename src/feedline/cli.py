@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "feedline.dedup.cli",
     "feedline.curate.cli",
     "feedline.episodes.cli",
+    "feedline.episodes.train.cli",
     "feedline.demo",
 )
 
@@ -39,6 +40,7 @@ COMMANDS = {
     "mix": "feedline.curate.cli",
     "list-taggers": "feedline.curate.cli",
     "build-sidecar": "feedline.episodes.cli",
+    "train": "feedline.episodes.train.cli",
     "demo": "feedline.demo",
 }
 
