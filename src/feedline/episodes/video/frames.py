@@ -6,6 +6,12 @@ revision, see :mod:`feedline.episodes.video.sidecar`), each request fetches only
 frames, and decoded frames are checked against the exact presentation ticks from the index.
 Decoded GOP spans are kept in a small LRU so neighbouring requests (consecutive samples of one
 episode) decode each GOP once.
+
+Colour conversion (:func:`rgb_array`) goes through one reused
+:class:`av.video.reformatter.VideoReformatter` per thread: PyAV's ``to_ndarray(format=...)``
+builds a new scaler for every frame (about 7x slower at 96x128), and a frame's own scaler must
+not be used by two threads at once. With one converter per thread, threads convert in parallel,
+the same frame included, with no lock.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 
 import av
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 from feedline.episodes.errors import SidecarError
 from feedline.episodes.video.index import IndexProvider
@@ -38,6 +45,20 @@ from feedline.io import Store
 
 DEFAULT_TOLERANCE_S = 1e-4  # LeRobot's default tolerance_s
 
+_CONVERTERS = threading.local()
+
+
+def rgb_array(frame: av.VideoFrame) -> np.ndarray:
+    """``uint8 [H, W, 3]`` RGB of a decoded frame, through this thread's reused converter.
+
+    Bit-identical to ``frame.to_ndarray(format="rgb24")``; safe to call from any number of
+    threads at once, on the same frame too.
+    """
+    converter = getattr(_CONVERTERS, "converter", None)
+    if converter is None:
+        converter = _CONVERTERS.converter = VideoReformatter()
+    return converter.reformat(frame, format="rgb24").to_ndarray()
+
 # Decoded frames hold FFmpeg buffers whose release can block forever in a forked child (the
 # decoder threads they belong to do not exist there; seen with libdav1d in DataLoader workers
 # under the fork context). A child therefore never frees what it inherited: it parks the
@@ -47,6 +68,9 @@ _INHERITED_FROM_PARENT: list[object] = []
 
 
 def _park_inherited_frames() -> None:
+    global _CONVERTERS
+    _INHERITED_FROM_PARENT.append(_CONVERTERS)
+    _CONVERTERS = threading.local()
     for reader in list(_LIVE_READERS):
         _INHERITED_FROM_PARENT.append(reader._decoded)
         reader._decoded = OrderedDict()
@@ -229,13 +253,9 @@ class VideoFrameReader:
 
     def _to_rgb(self, frames: dict[int, av.VideoFrame], ticks: list[int]) -> np.ndarray:
         rgb: dict[int, np.ndarray] = {}
-        # A cached frame may be converted by two threads at once, and PyAV keeps one converter
-        # per frame: two threads inside it hang in FFmpeg. Conversion is serialised; decoding
-        # of different spans still runs in parallel.
-        with self._lock:
-            for tick in ticks:
-                if tick not in rgb:
-                    rgb[tick] = frames[tick].to_ndarray(format="rgb24")
+        for tick in ticks:  # no lock: each thread converts with its own converter
+            if tick not in rgb:
+                rgb[tick] = rgb_array(frames[tick])
         if not ticks:
             return np.empty((0, 0, 0, 3), dtype=np.uint8)
         return np.stack([rgb[tick] for tick in ticks])
