@@ -107,11 +107,13 @@ def read_episodes_rows(
     data_path: str,
     wanted: Sequence[EpisodeRows],
     columns: Sequence[str] | None = None,
+    metadata: pq.FileMetaData | None = None,
 ) -> dict[int, pa.Table]:
     """Each wanted episode's rows from one data file, in ``index`` order, opening the file once.
 
     Only candidate row groups are read (pyarrow coalesces their column chunks into few range
     reads); ``columns`` limits the columns read (``index`` and ``episode_index`` are always read).
+    ``metadata``: the file's footer when the caller already read it (it is not read again).
     """
     where = store.url(data_path)
     try:
@@ -120,7 +122,7 @@ def read_episodes_rows(
         raise EpisodeFormatError(f"{where}: data file not found") from None
     with handle:
         try:
-            pf = pq.ParquetFile(_unbuffered(handle), pre_buffer=True)
+            pf = pq.ParquetFile(_unbuffered(handle), metadata=metadata, pre_buffer=True)
         except (pa.ArrowInvalid, OSError) as exc:
             raise EpisodeFormatError(f"{where}: unreadable Parquet ({exc})") from None
         names = pf.schema_arrow.names
