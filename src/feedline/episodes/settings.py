@@ -23,6 +23,7 @@ CLI_FLAGS: dict[str, str] = {
     "decode_threads": "--dataset.streaming_decode_threads",
     "decoded_queue_size": "--dataset.streaming_decoded_queue_size",
     "decoder_cache_size": "--dataset.video_decoder_cache_size",
+    "decoded_cache_gb": "--dataset.streaming_decoded_cache_gb",
     "sidecar_lock_timeout_s": "--dataset.streaming_sidecar_lock_timeout_s",
     "max_num_shards": "--dataset.max_num_shards",
     "seed": "--seed",

@@ -26,6 +26,7 @@ from feedline.episodes.stream.payload import (
     episode_spans,
     fetch_episode,
     parquet_episode_bytes,
+    parquet_footers,
 )
 from feedline.episodes.synth.writer import SyntheticDataset, decode_identity, row_identity
 from feedline.episodes.video.frames import VideoFrameReader
@@ -187,6 +188,23 @@ def test_fetch_reads_exactly_the_planned_byte_ranges(opened: Opened, episode: in
     start, length = int(opened.table.dataset_from_index[i]), int(opened.table.length[i])
     assert payload.data.columns["index"].tolist() == list(range(start, start + length))
     assert payload.data.episode_index == episode and payload.data.dataset_from_index == start
+
+
+def test_with_the_footers_read_once_a_fetch_reads_only_the_episodes_row_group(opened: Opened) -> None:
+    opened.store.reads.clear()
+    footers = parquet_footers(opened.store, opened.table)
+    assert parquet_episode_bytes(opened.store, opened.table, footers) == opened.parquet
+    assert len(opened.store.reads) == len(set(opened.table.data_path))  # one footer read per file
+    for episode in (0, 1):  # two episodes of one data file
+        spans = opened.spans[episode]
+        opened.store.reads.clear()
+        with_footer = fetch_episode(opened.store, opened.reader, opened.table, spans, footers)
+        data_path = opened.table.data_path[spans.position]
+        group = _row_group_spans(opened.root / data_path)[episode % 2]
+        assert opened.store.reads_of(data_path) == [group]  # no footer read
+        plain = fetch_episode(opened.store, opened.reader, opened.table, spans)
+        for name, values in plain.data.columns.items():
+            assert np.array_equal(with_footer.data.columns[name], values), name
 
 
 # ---- frames from memory ----------------------------------------------------------------------

@@ -21,7 +21,9 @@ Resume: the checkpoint counts what the training loop *consumed*, so iterate thro
 
 Image transforms run on the thread that iterates the dataset (the training thread with
 ``num_workers=0``), in schedule order, so the same seed gives the same transforms.
-``persistent_workers=True`` is not supported: workers must see each epoch's position.
+``persistent_workers=True`` (lerobot-train's default, with ``prefetch_factor=4``) works: before
+each pass the training process publishes the epoch and each worker's resume offset in shared
+memory, and workers read it when their next pass starts.
 The dataset, its pool, tracker and pipeline share one checkpoint contract
 (:class:`~feedline.episodes.schedule.state.Stateful`).
 """
@@ -64,11 +66,17 @@ from feedline.episodes.schedule.resume import (
 )
 from feedline.episodes.schedule.state import Stateful
 from feedline.episodes.schedule.strategies import get_strategy
+from feedline.episodes.stream.decoded import (
+    DEFAULT_DECODED_CACHE_GB,
+    DecodedCounters,
+    DecodedFrames,
+)
 from feedline.episodes.stream.payload import (
     EpisodePayload,
     episode_spans,
     fetch_episode,
     parquet_episode_bytes,
+    parquet_footers,
 )
 from feedline.episodes.stream.pipeline import (
     DEFAULT_DECODE_THREADS,
@@ -86,9 +94,14 @@ __all__ = ["StreamingEpisodeDataset"]
 # then DataLoader worker ids), each written by one process only, so no lock (a lock would tie
 # the array to one multiprocessing start method); rows are summed, the peak is a maximum.
 _METRICS = ("samples", "bytes_fetched", "episodes_fetched", "refill_stalls",
-            "refill_stall_us", "peak_reserved_bytes", "outside_fetches")
+            "refill_stall_us", "peak_reserved_bytes", "outside_fetches", "decoded_frames",
+            "redecoded_frames", "delivered_frames", "decoder_opens", "peak_decoded_bytes")
 _ROWS = 64
-_PEAK = _METRICS.index("peak_reserved_bytes")
+_PEAKS = {_METRICS.index("peak_reserved_bytes"), _METRICS.index("peak_decoded_bytes")}
+# Where each worker reads the epoch and its resume offset when its iteration starts: the
+# training process writes them before every ``iter(loader)``, so persistent workers (which keep
+# their copy of the dataset from the first epoch) follow epochs and resumes too.
+_CONTROL_EPOCH, _CONTROL_SET, _CONTROL_OFFSETS = 0, 1, 2
 
 
 def _setting(name: str, value: Any, minimum: int) -> int:
@@ -133,6 +146,11 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             Default 8.
         max_num_shards: episodes fetched in parallel per worker (Parquet rows and MP4 byte
             ranges; LeRobot's name). Default 16.
+        decoded_cache_gb: most GiB of decoded RGB frames held per rank, 1/N per worker. Within
+            it every frame of a resident episode is decoded and colour-converted once and the
+            windows are gathered from memory; a frame it cannot hold is decoded again when a
+            later sample needs it (``metrics()["redecoded_frames"]``), never exceeding it. 0
+            keeps none. Default 2 (see :data:`~feedline.episodes.stream.decoded.DEFAULT_DECODED_CACHE_GB`).
         seed: with the epoch, seeds the shard plan and every pool: the same seed repeats the
             order, another seed gives another. Default 1000 (lerobot-train's ``--seed``);
             ``None`` uses the fixed streaming seed 42.
@@ -147,7 +165,9 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             (``root``, ``repo_type``, ``revision``, ``episodes``, ``delta_timestamps``,
             ``tolerance_s``, ``return_uint8``, ``storage_options``, ``sidecar_lock_timeout_s``),
             with the same meaning, and: ``image_transforms`` runs on the thread iterating the
-            dataset, in schedule order; ``decoder_cache_size`` is per worker process.
+            dataset, in schedule order; ``decoder_cache_size`` is the most open video decoders
+            (one per resident episode and camera) per rank, 1/N per worker, least recently used
+            closed first (default: ``episode_pool_size`` x cameras).
     """
 
     def __init__(
@@ -161,6 +181,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         decode_threads: int = DEFAULT_DECODE_THREADS,
         decoded_queue_size: int = DEFAULT_DECODED_QUEUE_SIZE,
         max_num_shards: int = DEFAULT_MAX_NUM_SHARDS,
+        decoded_cache_gb: float = DEFAULT_DECODED_CACHE_GB,
         seed: int | None = DEFAULT_SEED,
         rank: int | None = None,
         world_size: int | None = None,
@@ -177,6 +198,13 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self.decode_threads = _setting("decode_threads", decode_threads, 1)
         self.decoded_queue_size = _setting("decoded_queue_size", decoded_queue_size, 1)
         self.max_num_shards = _setting("max_num_shards", max_num_shards, 1)
+        if not decoded_cache_gb >= 0:
+            raise StreamingError(f"decoded_cache_gb must be >= 0, got {decoded_cache_gb!r}")
+        self.decoded_cache_gb = float(decoded_cache_gb)
+        decoders = source_options.get("decoder_cache_size")
+        self._decoders_per_rank = None if decoders is None else _setting(
+            "decoder_cache_size", decoders, 1
+        )
         self.seed = resolve_seed(seed)
         if rank is None and world_size is None:
             rank, world_size = resolve_rank_and_world()
@@ -191,7 +219,8 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self.episode_lengths: dict[int, int] = {
             int(e): int(n) for e, n in zip(table.episode_index, table.length, strict=True)
         }
-        parquet = parquet_episode_bytes(self.store, table)
+        self.parquet_footers = parquet_footers(self.store, table)  # read once, shipped to workers
+        parquet = parquet_episode_bytes(self.store, table, self.parquet_footers)
         self.spans = episode_spans(table, self.frame_reader(), self.fps, parquet, self.tolerance_s)
         self.episode_bytes: dict[int, int] = {ep: s.nbytes for ep, s in self.spans.items()}
         budget = self.rank_budget_bytes
@@ -208,6 +237,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self._pending_state: dict[str, Any] | None = None
         self._position: ResumePosition | None = None
         self._shared = mp.RawArray("q", _ROWS * len(_METRICS))
+        self._control = mp.RawArray("q", _CONTROL_OFFSETS + _ROWS + 1)
 
     # ---- settings --------------------------------------------------------------------------
 
@@ -215,6 +245,13 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
     def rank_budget_bytes(self) -> int:
         """``byte_budget_gb`` in bytes: the budget of this rank, shared by its workers."""
         return int(self.byte_budget_gb * 2**30)
+
+    @property
+    def decoders_per_rank(self) -> int:
+        """Open decoders per rank (``decoder_cache_size``; default pool x cameras)."""
+        if self._decoders_per_rank is not None:
+            return self._decoders_per_rank
+        return self.episode_pool_size * max(1, len(self.video_keys))
 
     @property
     def pool_settings(self) -> dict[str, Any]:
@@ -268,6 +305,26 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             self._position = None
             self._pending_state = None
         self.epoch = int(epoch)
+        self._write_control(self._position)
+
+    def _write_control(self, position: ResumePosition | None) -> None:
+        """Tell the workers (persistent ones too) the epoch and offsets their next pass serves."""
+        control = self._control
+        offsets = () if position is None or position.epoch != self.epoch else position.worker_offsets
+        control[_CONTROL_EPOCH] = self.epoch
+        control[_CONTROL_OFFSETS] = len(offsets)
+        control[_CONTROL_OFFSETS + 1 : _CONTROL_OFFSETS + 1 + len(offsets)] = list(offsets)
+        control[_CONTROL_SET] = 1 + (position.worker_rotation if offsets else 0)
+
+    def _read_control(self) -> ResumePosition | None:
+        control = self._control
+        if control is None or not control[_CONTROL_SET]:
+            return None
+        parts = control[_CONTROL_OFFSETS]
+        offsets = tuple(control[_CONTROL_OFFSETS + 1 : _CONTROL_OFFSETS + 1 + parts])
+        return ResumePosition(
+            control[_CONTROL_EPOCH], 0, offsets, True, worker_rotation=control[_CONTROL_SET] - 1
+        )
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a checkpoint taken by :meth:`state_dict`; call before iterating.
@@ -284,6 +341,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self._pending_state = dict(state)
         self._position = position
         self.epoch = position.epoch
+        self._write_control(position)
 
     def state_dict(self) -> dict[str, Any]:
         """What the training loop consumed on this rank (needs :meth:`track`)."""
@@ -300,11 +358,6 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         """Iterate ``loader`` (a DataLoader over this dataset) for one epoch, counting batches."""
         if loader.dataset is not self:
             raise StreamingError("track(loader) needs a DataLoader over this dataset")
-        if getattr(loader, "persistent_workers", False):
-            raise StreamingError(
-                "persistent_workers=True keeps the workers' old epoch and position; use "
-                "persistent_workers=False with StreamingEpisodeDataset"
-            )
         settings = self.resume_settings(loader.batch_size or 1, loader.num_workers, loader.drop_last)
         tracker = ConsumptionTracker(
             settings, self.episode_lengths, rank=self.rank, epoch=self.epoch,
@@ -316,6 +369,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self._tracker = tracker
         self.epoch = tracker.epoch
         self._position = tracker.position
+        self._write_control(self._position)
         return self._tracked(loader, tracker)
 
     def _tracked(self, loader: Any, tracker: ConsumptionTracker) -> Iterator[Any]:
@@ -326,30 +380,48 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             yield batch
         tracker.next_epoch()
         self.epoch = tracker.epoch
+        self._write_control(None)
 
     # ---- metrics ------------------------------------------------------------------------------
 
     def metrics(self) -> dict[str, Any]:
         """Counters summed over every worker of this dataset so far (all epochs).
 
+        ``samples``, ``bytes_fetched``, ``episodes_fetched``, ``refill_stalls``,
+        ``refill_stall_s`` and ``outside_fetches`` as in
+        :class:`~feedline.episodes.stream.pipeline.PipelineMetrics`;
         ``peak_reserved_bytes`` is the largest byte reservation one worker held (its budget is
-        ``rank_budget_bytes / num_workers``).
+        ``rank_budget_bytes / num_workers``). Decoding
+        (:class:`~feedline.episodes.stream.decoded.DecodedCounters`): ``decoded_frames``
+        (re-decodes included), ``redecoded_frames``, ``delivered_frames`` (distinct frames
+        handed to samples while their episode was resident), ``decoded_per_delivered`` (1.0
+        when each frame is decoded once), ``decoder_opens`` and ``peak_decoded_bytes`` (the
+        most decoded RGB bytes one worker held; its limit is ``decoded_cache_gb / num_workers``).
         """
         width = len(_METRICS)
         rows = np.asarray(self._shared[:], dtype=np.int64).reshape(_ROWS, width)
         values: dict[str, Any] = {
-            name: int(rows[:, i].max() if i == _PEAK else rows[:, i].sum())
+            name: int(rows[:, i].max() if i in _PEAKS else rows[:, i].sum())
             for i, name in enumerate(_METRICS)
         }
         values["refill_stall_s"] = values.pop("refill_stall_us") / 1e6
+        delivered = values["delivered_frames"]
+        values["decoded_per_delivered"] = values["decoded_frames"] / delivered if delivered else 0.0
         return values
 
     def reset_metrics(self) -> None:
         """Zero every counter of :meth:`metrics` (all workers)."""
         self._shared[:] = [0] * (_ROWS * len(_METRICS))
 
-    def _publish(self, metrics: PipelineMetrics, published: dict[str, int], row: int) -> None:
+    def _publish(
+        self, metrics: PipelineMetrics, decoded: DecodedCounters, published: dict[str, int],
+        row: int,
+    ) -> None:
         current = {
+            "decoded_frames": decoded.decoded_frames, "redecoded_frames": decoded.redecoded_frames,
+            "delivered_frames": decoded.delivered_frames, "decoder_opens": decoded.decoder_opens,
+            "peak_decoded_bytes": decoded.peak_decoded_bytes,
+            "peak_reserved_bytes": metrics.peak_reserved_bytes,
             "samples": metrics.samples, "bytes_fetched": metrics.bytes_fetched,
             "episodes_fetched": metrics.episodes_fetched, "refill_stalls": metrics.refill_stalls,
             "refill_stall_us": int(metrics.refill_stall_s * 1e6),
@@ -357,8 +429,8 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         }
         base = (row % _ROWS) * len(_METRICS)
         for i, name in enumerate(_METRICS):
-            if i == _PEAK:
-                self._shared[base + i] = max(self._shared[base + i], metrics.peak_reserved_bytes)
+            if i in _PEAKS:
+                self._shared[base + i] = max(self._shared[base + i], current[name])
             else:
                 self._shared[base + i] += current[name] - published.get(name, 0)
         published.update(current)
@@ -369,19 +441,22 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         state = super().__getstate__()
         state["_tracker"] = None
         if mp_context.get_spawning_popen() is None:
-            state["_shared"] = None
+            state["_shared"] = state["_control"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         if self._shared is None:
             self._shared = mp.RawArray("q", _ROWS * len(_METRICS))
+        if self._control is None:
+            self._control = mp.RawArray("q", _CONTROL_OFFSETS + _ROWS + 1)
 
     # ---- iteration ------------------------------------------------------------------------------
 
-    def _current_position(self, num_workers: int) -> ResumePosition:
+    def _current_position(
+        self, num_workers: int, position: ResumePosition | None
+    ) -> ResumePosition:
         parts = max(1, num_workers)
-        position = self._position
         if position is None or position.epoch != self.epoch:
             return ResumePosition(self.epoch, 0, (0,) * parts, True)
         if len(position.worker_offsets) != parts:
@@ -397,9 +472,16 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = get_worker_info()
         num_workers, worker_id = (info.num_workers, info.id) if info is not None else (0, 0)
-        position = self._current_position(num_workers)
         if info is None:
+            position = self._current_position(num_workers, self._position)
             self._position = None  # in-process: the position is used once
+        else:  # what the training process published for this pass (persistent workers too)
+            published = self._read_control()
+            if published is not None:
+                self.epoch = published.epoch
+            position = self._current_position(
+                num_workers, self._position if published is None else published
+            )
         return self._samples(position, num_workers, worker_id)
 
     def worker_pipeline(
@@ -429,21 +511,27 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         episodes, frames = pool.take(pool.anchors_remaining)
         reader, table = self.frame_reader(), self.episode_table
         spec = self._decode_spec()
+        decoded = DecodedFrames(
+            int(self.decoded_cache_gb * 2**30) // max(1, num_workers),
+            worker_share(self.decoders_per_rank, num_workers),
+        )
 
         def fetch(ep: int) -> EpisodePayload:
-            return fetch_episode(self.store, reader, table, self.spans[ep])
+            return fetch_episode(self.store, reader, table, self.spans[ep], self.parquet_footers)
 
         def assemble(payload: EpisodePayload, frame: int) -> dict[str, Any]:
             def decode(key: str, path: str, stamps: list[float]) -> np.ndarray:
-                return payload.frames(reader, key, stamps, self.tolerance_s)
+                return payload.frames(reader, key, stamps, self.tolerance_s, decoded)
 
             return assemble_sample(spec, payload.data, frame, decode)
 
-        return EpisodePipeline(
+        pipeline = EpisodePipeline(
             episodes, frames, order, self.episode_bytes, fetch=fetch, assemble=assemble,
             cache=cache, max_num_shards=self.max_num_shards, decode_threads=self.decode_threads,
             decoded_queue_size=self.decoded_queue_size, finish=self._transform,
         )
+        pipeline.decoded = decoded  # its counters feed metrics()
+        return pipeline
 
     def _decode_spec(self) -> Any:
         from dataclasses import replace
@@ -468,9 +556,9 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         try:
             for n, sample in enumerate(pipeline, 1):
                 if n % 64 == 0:
-                    self._publish(pipeline.metrics, published, row)
+                    self._publish(pipeline.metrics, pipeline.decoded.counters, published, row)
                 yield sample
         finally:
             pipeline.close()
-            self._publish(pipeline.metrics, published, row)
+            self._publish(pipeline.metrics, pipeline.decoded.counters, published, row)
 

@@ -6,17 +6,16 @@ frame (:meth:`VideoFrameReader.span_bytes`, from the sidecar index), plus the co
 the Parquet row groups that can hold its rows (from the file footer's statistics, the same
 pruning :mod:`feedline.episodes.parquet` reads with).
 
-Once fetched, an :class:`EpisodePayload` decodes any of its frames without I/O. A sample's frames
-are decoded GOP by GOP, exactly the spans :meth:`VideoFrameReader.frames_at` would fetch, cut
-out of the episode's mini-MP4 in memory; so the streaming reader decodes the very bytes the
-map-style reader decodes and returns the same pixels, while decoding only what a sample needs.
+Once fetched, an :class:`EpisodePayload` decodes any of its frames without I/O: each camera's
+mini-MP4 is decoded forward once by a persistent decoder and its RGB frames kept within the
+worker's decoded-frame limit (:mod:`feedline.episodes.stream.decoded`); the bytes decoded are
+the very samples the map-style reader decodes, so the pixels are the same.
 No threads here: :mod:`feedline.episodes.stream.pipeline` runs these calls on its fetch and decode threads.
 """
 
 from __future__ import annotations
 
 import io
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,17 +25,12 @@ import pyarrow.parquet as pq
 
 from feedline.episodes.assemble import EpisodeData
 from feedline.episodes.base import column_to_numpy
-from feedline.episodes.errors import EpisodeFormatError, SidecarError
+from feedline.episodes.errors import EpisodeFormatError, StreamingError
 from feedline.episodes.format import EpisodeTable
 from feedline.episodes.parquet import EpisodeRows, candidate_row_groups, read_episodes_rows
+from feedline.episodes.stream.decoded import DEFAULT_DECODED_CACHE_GB, CameraFrames, DecodedFrames
 from feedline.episodes.video.frames import VideoFrameReader
-from feedline.episodes.video.minimp4 import (
-    MiniMp4,
-    SpanPlan,
-    covering_spans,
-    nearest_samples,
-    plan_span,
-)
+from feedline.episodes.video.minimp4 import MiniMp4, SpanPlan, nearest_samples
 from feedline.io import NotFoundError, Store
 
 __all__ = [
@@ -45,22 +39,8 @@ __all__ = [
     "episode_spans",
     "fetch_episode",
     "parquet_episode_bytes",
+    "parquet_footers",
 ]
-
-
-# A decoded span's frames are shared (the reader's LRU), and PyAV keeps one scaler per frame:
-# two threads converting the same frame at once use one SwsContext concurrently, which can hang
-# inside FFmpeg. Conversions of one span are therefore serialised (striped locks by span);
-# different spans still decode and convert in parallel.
-_SPAN_LOCKS = [threading.Lock() for _ in range(64)]
-
-
-def _reset_span_locks() -> None:
-    _SPAN_LOCKS[:] = [threading.Lock() for _ in range(64)]
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_span_locks)
 
 
 @dataclass(frozen=True)
@@ -94,19 +74,32 @@ def _unbuffered(handle: object) -> object:
     return handle.raw if isinstance(handle, io.BufferedReader) else handle
 
 
-def parquet_episode_bytes(store: Store, table: EpisodeTable) -> dict[int, int]:
-    """Per episode, the compressed bytes of the data row groups that can hold its rows."""
-    by_file: dict[str, list[int]] = {}
-    for i, path in enumerate(table.data_path):
-        by_file.setdefault(path, []).append(i)
-    out: dict[int, int] = {}
-    for path, positions in by_file.items():
+def parquet_footers(store: Store, table: EpisodeTable) -> dict[str, pq.FileMetaData]:
+    """Every data file's footer, read once (fetches reuse it: no footer read per episode)."""
+    out: dict[str, pq.FileMetaData] = {}
+    for path in dict.fromkeys(table.data_path):
         try:
             handle = store.open(path)
         except NotFoundError:
             raise EpisodeFormatError(f"{store.url(path)}: data file not found") from None
         with handle:
-            metadata = pq.ParquetFile(_unbuffered(handle)).metadata
+            out[path] = pq.ParquetFile(_unbuffered(handle)).metadata
+    return out
+
+
+def parquet_episode_bytes(
+    store: Store, table: EpisodeTable, footers: Mapping[str, pq.FileMetaData] | None = None
+) -> dict[int, int]:
+    """Per episode, the compressed bytes of the data row groups that can hold its rows
+    (``footers``: from :func:`parquet_footers`, else read here)."""
+    if footers is None:
+        footers = parquet_footers(store, table)
+    by_file: dict[str, list[int]] = {}
+    for i, path in enumerate(table.data_path):
+        by_file.setdefault(path, []).append(i)
+    out: dict[int, int] = {}
+    for path, positions in by_file.items():
+        metadata = footers[path]
         group_bytes = [
             sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
             for rg in (metadata.row_group(g) for g in range(metadata.num_row_groups))
@@ -166,55 +159,68 @@ class EpisodePayload:
     data: EpisodeData
     minis: Mapping[str, tuple[MiniMp4, ...]]
     fetched_bytes: int
-    _subplans: dict[tuple[str, int, int], SpanPlan] = field(default_factory=dict, repr=False)
+    _cameras: dict[str, CameraFrames] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     outside_fetches: int = 0
+    _closed: bool = field(default=False, repr=False)
 
-    def _sub_mini(self, reader: VideoFrameReader, key: str, first: int, last: int) -> MiniMp4 | None:
-        """Samples ``first..last`` as their own mini-MP4, cut from the fetched one (no I/O)."""
-        path = self.data.video_path[key]
-        for mini in self.minis[key]:
-            plan = mini.plan
-            if not plan.first <= first <= last <= plan.last:
-                continue
-            if (first, last) == (plan.first, plan.last):
-                return mini
-            table = reader.table(path)
-            with self._lock:
-                sub = self._subplans.get((key, first, last))
-                if sub is None:
-                    sub = self._subplans[(key, first, last)] = plan_span(table, first, last)
-            header = len(plan.layout.header)
-            sizes = np.asarray(table.size[plan.first : last + 1], dtype=np.int64)
-            start = header + int(sizes[: first - plan.first].sum())
-            end = header + int(sizes.sum())
-            return MiniMp4(sub, sub.layout.header + mini.data[start:end], 0)
-        return None
+    def _camera(
+        self, reader: VideoFrameReader, key: str, decoded: DecodedFrames | None
+    ) -> CameraFrames:
+        with self._lock:
+            if self._closed:
+                raise StreamingError(f"episode {self.data.episode_index}: frames read after its release")
+            camera = self._cameras.get(key)
+            if camera is None:
+                if decoded is None:
+                    decoded = DecodedFrames(int(DEFAULT_DECODED_CACHE_GB * 2**30), len(self.minis))
+                path = self.data.video_path[key]
+                camera = self._cameras[key] = CameraFrames(
+                    decoded, reader.table(path), self.minis[key], reader.store.url(path)
+                )
+            return camera
 
     def frames(
-        self, reader: VideoFrameReader, key: str, timestamps_s: Sequence[float], tolerance_s: float
+        self,
+        reader: VideoFrameReader,
+        key: str,
+        timestamps_s: Sequence[float],
+        tolerance_s: float,
+        decoded: DecodedFrames | None = None,
     ) -> np.ndarray:
-        """``uint8 [T, H, W, 3]`` frames nearest each timestamp, decoded GOP by GOP from memory."""
+        """``uint8 [T, H, W, 3]`` frames nearest each timestamp, each decoded once from memory.
+
+        ``decoded`` is the worker's decoded-frame memory and decoder LRU (default: one of this
+        payload's own, with the default limit).
+        """
         path = self.data.video_path[key]
         table = reader.table(path)
-        name = reader.store.url(path)
-        samples = nearest_samples(table, name, timestamps_s, tolerance_s)
-        out: list[np.ndarray | None] = [None] * len(samples)
-        for first, last in covering_spans(table, samples, name, reader.span_mode):
-            slots = [j for j, s in enumerate(samples.tolist()) if first <= s <= last]
-            wanted = [float(timestamps_s[j]) for j in slots]
-            sub = self._sub_mini(reader, key, first, last)
-            with _SPAN_LOCKS[hash((path, first, last)) % len(_SPAN_LOCKS)]:
-                if sub is None:
-                    self.outside_fetches += 1
-                    rgb = reader.frames_at(path, wanted, tolerance_s)
-                else:
-                    rgb = reader.frames_from(path, sub, wanted, tolerance_s)
-            for j, image in zip(slots, rgb, strict=True):
+        samples = nearest_samples(table, reader.store.url(path), timestamps_s, tolerance_s)
+        ticks = table.pts_ticks[samples].tolist()
+        camera = self._camera(reader, key, decoded)
+        inside = [j for j, tick in enumerate(ticks) if camera.covers(tick)]
+        if len(inside) == len(ticks):
+            return camera.get(ticks)
+        outside = [j for j in range(len(ticks)) if not camera.covers(ticks[j])]
+        with self._lock:
+            self.outside_fetches += 1
+        out = np.empty((len(ticks),), dtype=object)
+        read = reader.frames_at(path, [float(timestamps_s[j]) for j in outside], tolerance_s)
+        for j, image in zip(outside, read, strict=True):
+            out[j] = image
+        if inside:
+            for j, image in zip(inside, camera.get([ticks[j] for j in inside]), strict=True):
                 out[j] = image
-        if any(image is None for image in out):
-            raise SidecarError(f"{name}: frames at {list(timestamps_s)} were not all decoded")
-        return np.stack(out)  # type: ignore[arg-type]
+        return np.stack(list(out))
+
+    def close(self) -> None:
+        """Release every camera's decoded frames and decoders (the episode's last sample is done)."""
+        with self._lock:
+            self._closed = True
+            cameras = list(self._cameras.values())
+            self._cameras.clear()
+        for camera in cameras:
+            camera.close()
 
 
 def fetch_episode(
@@ -222,12 +228,19 @@ def fetch_episode(
     reader: VideoFrameReader,
     table: EpisodeTable,
     spans: EpisodeSpans,
+    footers: Mapping[str, pq.FileMetaData] | None = None,
 ) -> EpisodePayload:
-    """Read one episode's Parquet rows and every camera's mini-MP4 bytes (ranged reads)."""
+    """Read one episode's Parquet rows and every camera's mini-MP4 bytes (ranged reads).
+
+    ``footers`` (:func:`parquet_footers`): the data files' footers, so only the episode's row
+    groups are read; without them each fetch reads its file's footer first.
+    """
     i = spans.position
     ep = spans.episode_index
     want = EpisodeRows(ep, int(table.dataset_from_index[i]), int(table.dataset_to_index[i]))
-    rows = read_episodes_rows(store, table.data_path[i], [want])[ep]
+    path = table.data_path[i]
+    footer = None if footers is None else footers.get(path)
+    rows = read_episodes_rows(store, path, [want], metadata=footer)[ep]
     columns = {name: column_to_numpy(rows.column(name)) for name in rows.column_names}
     minis: dict[str, tuple[MiniMp4, ...]] = {}
     fetched = spans.parquet_bytes

@@ -143,6 +143,8 @@ class EpisodePipeline(Stateful):
         for i, ep in enumerate(self._eps):
             last[ep] = i
         self._last = last
+        self._undecoded = self._count_undecoded(0)
+        self._live: dict[int, Any] = {}  # fetched payloads whose decodes have not all ended
         self._admission = [int(ep) for ep in admission if int(ep) in last]
         missing = set(last) - set(self._admission)
         if missing:
@@ -226,11 +228,31 @@ class EpisodePipeline(Stateful):
 
     # ---- decode side -----------------------------------------------------------------------
 
+    def _count_undecoded(self, start: int) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for ep in self._eps[start:]:
+            counts[ep] = counts.get(ep, 0) + 1
+        return counts
+
     def _decode_one(self, ep: int, payload: Any, frame: int) -> dict[str, Any]:
         try:
             return self._assemble(payload, frame)
         finally:
             self.cache.end_decode(ep)
+            with self._cond:
+                self._undecoded[ep] -= 1
+                done = self._undecoded[ep] == 0
+                if done:
+                    self._live.pop(ep, None)
+            if done:
+                self._close_payload(payload)
+
+    @staticmethod
+    def _close_payload(payload: Any) -> None:
+        """Free what a payload holds beyond its bytes (decoded frames, open decoders)."""
+        close = getattr(payload, "close", None)
+        if close is not None:
+            close()
 
     def _payload(self, ep: int, block: bool) -> Any:
         """The fetched payload of ``ep``; None if it is not ready and ``block`` is false."""
@@ -251,6 +273,7 @@ class EpisodePipeline(Stateful):
             payload = future.result()
         with self._cond:
             self._fetches.pop(ep, None)
+            self._live[ep] = payload
         self._payloads[ep] = payload
         return payload
 
@@ -334,6 +357,7 @@ class EpisodePipeline(Stateful):
                 f"pipeline state says {taken} samples were taken of {len(self._eps)}"
             )
         self._next = self._taken = taken
+        self._undecoded = self._count_undecoded(taken)
         # Episodes whose every anchor was taken are never fetched (nor reserved, nor released).
         self._admission = [ep for ep in self._admission if self._last[ep] >= taken]
 
@@ -355,6 +379,11 @@ class EpisodePipeline(Stateful):
         if self._started:
             self._fetch_pool.shutdown(wait=False, cancel_futures=True)
             self._decode_pool.shutdown(wait=False, cancel_futures=True)
+        with self._cond:
+            live = list(self._live.values())
+            self._live.clear()
+        for payload in live:
+            self._close_payload(payload)
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):

@@ -1,0 +1,354 @@
+"""Decode each resident frame once: persistent decoders per (episode, camera), decoded RGB kept.
+
+A resident episode's camera is one fetched mini-MP4 (or a few). :class:`CameraFrames` decodes
+it forward with one persistent decoder, converting every decoded frame to RGB once and keeping
+it, so the 2-3 samples whose windows share a frame (and the GOP neighbours a span decode used
+to repeat) gather it from memory. What is kept is bounded per worker by :class:`DecodedFrames`:
+
+* decoded bytes stay within ``limit_bytes`` (``decoded_cache_gb`` per rank, 1/N per worker). A
+  frame the limit cannot hold is not kept; if a later sample needs it, its GOP is decoded again
+  (counted in ``redecoded_frames``) - slower, never over the limit;
+* open decoders (a container and its codec threads) stay within ``decoder_cache_size``, least
+  recently used closed first; a closed decoder reopens at the keyframe before the next frame
+  it must produce (counted in ``decoder_opens``).
+
+A camera's frames are released when its episode's last sample is assembled
+(:meth:`CameraFrames.close`). Stored frames are numpy arrays, never FFmpeg frames, so nothing
+here holds a decoder buffer a forked DataLoader worker could block on.
+
+Metrics: ``decoded_frames`` counts every frame a decoder produced; ``delivered_frames`` counts
+distinct frames handed to samples while their episode was resident. Their ratio is 1.0 when
+every frame is decoded once.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import av
+import numpy as np
+
+from feedline.episodes.errors import Mp4Error, SidecarError
+from feedline.episodes.video.frames import rgb_array
+from feedline.episodes.video.minimp4 import MiniMp4, frame_span, plan_span
+from feedline.episodes.video.mp4.table import SampleTable
+
+__all__ = ["DEFAULT_DECODED_CACHE_GB", "CameraFrames", "DecodedFrames", "cut_mini"]
+
+#: Decoded-frame limit per rank (GiB). With episodes of ~400 frames, the default pool (32 per
+#: rank) of a two-camera 96x128 dataset needs ~0.9 GiB of RGB, 128x160 ~1.5 GiB: it decodes once.
+#: At 224x224 the same pool needs ~3.6 GiB, so larger frames or longer episodes re-decode
+#: (counted) unless the limit is raised.
+DEFAULT_DECODED_CACHE_GB = 2.0
+
+
+# An open decoder owns codec threads (libdav1d's among them). A forked child (a DataLoader
+# worker) inherits the object but not the threads, and closing it there waits for them forever:
+# that happens when the child's garbage collector finalizes a pipeline the parent had dropped
+# but not yet collected. The child therefore parks every inherited decoder, never closing it.
+_LIVE_DECODERS: weakref.WeakSet[_Decoder] = weakref.WeakSet()
+_INHERITED_FROM_PARENT: list[object] = []
+
+
+def _park_inherited_decoders() -> None:
+    for decoder in list(_LIVE_DECODERS):
+        _INHERITED_FROM_PARENT.append((decoder.container, decoder._frames))
+        decoder.container = decoder._frames = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_park_inherited_decoders)
+
+
+def cut_mini(table: SampleTable, mini: MiniMp4, first: int, last: int) -> MiniMp4:
+    """Samples ``first..last`` of ``mini``'s span as their own mini-MP4 (no I/O)."""
+    plan = mini.plan
+    if (first, last) == (plan.first, plan.last):
+        return mini
+    sub = plan_span(table, first, last)
+    header = len(plan.layout.header)
+    sizes = np.asarray(table.size[plan.first : last + 1], dtype=np.int64)
+    start = header + int(sizes[: first - plan.first].sum())
+    end = header + int(sizes.sum())
+    return MiniMp4(sub, sub.layout.header + mini.data[start:end], 0)
+
+
+@dataclass
+class DecodedCounters:
+    """What the decoders of one worker did (see the module docstring); all start at 0.
+
+    Args:
+        decoded_frames: frames produced by a decoder, re-decodes included.
+        redecoded_frames: of those, frames decoded again while their episode was resident.
+        delivered_frames: distinct frames handed to samples while their episode was resident.
+        decoder_opens: decoders (containers) opened.
+        decoded_bytes: decoded RGB bytes held now.
+        peak_decoded_bytes: the most decoded RGB bytes held at once.
+    """
+
+    decoded_frames: int = 0
+    redecoded_frames: int = 0
+    delivered_frames: int = 0
+    decoder_opens: int = 0
+    decoded_bytes: int = 0
+    peak_decoded_bytes: int = 0
+
+
+class DecodedFrames:
+    """One worker's decoded-frame memory and its LRU of open decoders (thread-safe).
+
+    Args:
+        limit_bytes: most decoded RGB bytes held at once; 0 keeps none (every frame is decoded
+            for the sample that needs it, its GOP again for the next).
+        decoder_cache_size: most decoders open at once (at least 1); the least recently used is
+            closed first, unless another thread is decoding with it.
+    """
+
+    def __init__(self, limit_bytes: int, decoder_cache_size: int) -> None:
+        self.limit_bytes = max(0, int(limit_bytes))
+        self.decoder_cache_size = max(1, int(decoder_cache_size))
+        self.counters = DecodedCounters()
+        self._lock = threading.Lock()
+        self._open: OrderedDict[tuple[int, int], CameraFrames] = OrderedDict()
+
+    def admit(self, nbytes: int) -> bool:
+        """Reserve ``nbytes`` for a kept frame; False (nothing reserved) if over the limit."""
+        with self._lock:
+            counters = self.counters
+            if counters.decoded_bytes + nbytes > self.limit_bytes:
+                return False
+            counters.decoded_bytes += nbytes
+            counters.peak_decoded_bytes = max(counters.peak_decoded_bytes, counters.decoded_bytes)
+            return True
+
+    def free(self, nbytes: int) -> None:
+        with self._lock:
+            self.counters.decoded_bytes -= nbytes
+
+    def count(self, **deltas: int) -> None:
+        with self._lock:
+            for name, delta in deltas.items():
+                setattr(self.counters, name, getattr(self.counters, name) + delta)
+
+    def opened(self, owner: CameraFrames, slot: int) -> None:
+        """Record a newly opened decoder and close the least recently used beyond the bound."""
+        with self._lock:
+            self.counters.decoder_opens += 1
+            self._open[(id(owner), slot)] = owner
+            self._open.move_to_end((id(owner), slot))
+            victims = [key for key in self._open if self._open[key] is not owner]
+            excess = len(self._open) - self.decoder_cache_size
+            for key in victims:
+                if excess <= 0:
+                    break
+                if self._open[key].drop_decoder(key[1], blocking=False):
+                    del self._open[key]
+                    excess -= 1
+
+    def used(self, owner: CameraFrames, slot: int) -> None:
+        with self._lock:
+            if (id(owner), slot) in self._open:
+                self._open.move_to_end((id(owner), slot))
+
+    def closed(self, owner: CameraFrames, slot: int) -> None:
+        with self._lock:
+            self._open.pop((id(owner), slot), None)
+
+    @property
+    def open_decoders(self) -> int:
+        """Decoders open now."""
+        with self._lock:
+            return len(self._open)
+
+
+class _Decoder:
+    """One open container decoding a mini-MP4 forward, in presentation order."""
+
+    def __init__(self, mini: MiniMp4, name: str) -> None:
+        self.mini = mini
+        self.name = name
+        self.wanted = set(mini.plan.pts_ticks.tolist())
+        self.last_tick: int | None = None
+        try:
+            self.container = av.open(io.BytesIO(mini.data), format="mp4")
+            self._frames: Iterator[Any] | None = self.container.decode(
+                self.container.streams.video[0]
+            )
+        except av.error.FFmpegError as exc:
+            raise Mp4Error(f"{name}: opening samples {mini.plan.first}..{mini.plan.last} failed: {exc}") from exc
+        _LIVE_DECODERS.add(self)
+
+    def next_frame(self) -> tuple[int, av.VideoFrame]:
+        """The next planned frame and its original presentation tick."""
+        plan = self.mini.plan
+        if self._frames is None:
+            raise Mp4Error(f"{self.name}: decoder used after it was closed")
+        try:
+            for frame in self._frames:
+                if frame.pts is None:
+                    continue
+                tick = int(frame.pts) - plan.tick_offset
+                if tick in self.wanted:
+                    self.last_tick = tick
+                    return tick, frame
+        except av.error.FFmpegError as exc:
+            raise Mp4Error(f"{self.name}: decoding samples {plan.first}..{plan.last} failed: {exc}") from exc
+        raise Mp4Error(
+            f"{self.name}: decoding samples {plan.first}..{plan.last} ended after tick {self.last_tick} "
+            "before every planned frame"
+        )
+
+    def passed(self, tick: int) -> bool:
+        return self.last_tick is not None and tick <= self.last_tick
+
+    def close(self) -> None:
+        if self.container is not None:
+            self._frames = None
+            self.container.close()
+            self.container = None
+
+
+class CameraFrames:
+    """One resident episode's frames of one camera, decoded once from its fetched mini-MP4s.
+
+    Args:
+        decoded: the worker's decoded-frame memory and decoder LRU.
+        table: the video's sample table.
+        minis: the camera's fetched mini-MP4s (the episode's spans).
+        name: the video's URL, for errors.
+    """
+
+    def __init__(
+        self, decoded: DecodedFrames, table: SampleTable, minis: Sequence[MiniMp4], name: str
+    ) -> None:
+        self._decoded = decoded
+        self._table = table
+        self._minis = tuple(minis)
+        self._name = name
+        self._slot_of: dict[int, int] = {}
+        self._sample_of: dict[int, int] = {}
+        for slot, mini in enumerate(self._minis):
+            for tick in mini.plan.pts_ticks.tolist():
+                self._slot_of.setdefault(tick, slot)
+            first, last = mini.plan.first, mini.plan.last
+            ticks = np.asarray(table.pts_ticks[first : last + 1]).tolist()
+            for sample, tick in enumerate(ticks, first):
+                self._sample_of.setdefault(tick, sample)
+        self._decoders: list[_Decoder | None] = [None] * len(self._minis)
+        self._high: list[int | None] = [None] * len(self._minis)  # last tick decoded forward
+        self._frames: dict[int, np.ndarray] = {}
+        self._ever_decoded: set[int] = set()
+        self._delivered: set[int] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def get(self, ticks: Sequence[int]) -> np.ndarray:
+        """``uint8 [T, H, W, 3]`` RGB frames at these original presentation ticks."""
+        with self._lock:
+            if self._closed:
+                raise SidecarError(f"{self._name}: frames read after their episode was released")
+            found = {t: self._frames[t] for t in ticks if t in self._frames}
+            for tick in sorted(set(ticks) - found.keys()):
+                if tick not in found:
+                    self._decode_to(tick, set(ticks), found)
+            new = set(ticks) - self._delivered
+            self._delivered |= new
+        if new:
+            self._decoded.count(delivered_frames=len(new))
+        return np.stack([found[t] for t in ticks])
+
+    def _decode_to(self, tick: int, needed: set[int], found: dict[int, np.ndarray]) -> None:
+        slot = self._slot_of.get(tick)
+        if slot is None:
+            raise SidecarError(f"{self._name}: tick {tick} is not in this episode's fetched spans")
+        decoder = self._decoders[slot]
+        if decoder is None or decoder.passed(tick):
+            decoder = self._open(slot, tick)
+        else:
+            self._decoded.used(self, slot)
+        decoded = redecoded = 0
+        try:
+            while True:
+                got, frame = decoder.next_frame()
+                decoded += 1
+                if self._high[slot] is None or got > self._high[slot]:
+                    self._high[slot] = got
+                if got in self._ever_decoded:
+                    redecoded += 1
+                self._ever_decoded.add(got)
+                if got in self._frames:
+                    found.setdefault(got, self._frames[got])
+                else:  # convert once: only a frame kept or needed now
+                    keep = self._decoded.admit(frame.width * frame.height * 3)
+                    if keep or got in needed:
+                        rgb = rgb_array(frame)
+                        if keep:
+                            self._frames[got] = rgb
+                        if got in needed:
+                            found[got] = rgb
+                if got >= tick:
+                    break
+        finally:
+            self._decoded.count(decoded_frames=decoded, redecoded_frames=redecoded)
+        if tick not in found:
+            raise Mp4Error(f"{self._name}: the decoder skipped tick {tick} (last decoded {got})")
+
+    def _open(self, slot: int, tick: int) -> _Decoder:
+        """A decoder over ``slot``'s mini-MP4 (replacing any).
+
+        It starts where forward decoding stopped (the span's start at first), so every frame is
+        decoded once while the limit keeps them; to re-decode a frame it did not keep, or with
+        no room, it starts at the keyframe ``tick`` needs.
+        """
+        self.drop_decoder(slot, blocking=None)
+        mini = self._minis[slot]
+        ticks = mini.plan.pts_ticks  # ascending
+        high = self._high[slot]
+        resume = int(ticks[0]) if high is None else int(ticks[min(len(ticks) - 1, np.searchsorted(ticks, high, side="right"))])
+        start = resume if self._decoded.limit_bytes and tick >= resume else tick
+        first, _ = frame_span(self._table, self._sample_of[start], self._name)
+        first = max(first, mini.plan.first)
+        decoder = _Decoder(cut_mini(self._table, mini, first, mini.plan.last), self._name)
+        self._decoders[slot] = decoder
+        self._decoded.opened(self, slot)
+        return decoder
+
+    def covers(self, tick: int) -> bool:
+        """Whether ``tick`` is one of the fetched spans' frames."""
+        return tick in self._slot_of
+
+    def drop_decoder(self, slot: int, blocking: bool | None = True) -> bool:
+        """Close ``slot``'s decoder. ``blocking=False``: only if no thread is decoding with it
+        (returns whether it was closed); ``None``: the caller already holds the lock."""
+        if blocking is not None and not self._lock.acquire(blocking=blocking):
+            return False
+        try:
+            decoder = self._decoders[slot]
+            self._decoders[slot] = None
+            if decoder is not None:
+                decoder.close()
+        finally:
+            if blocking is not None:
+                self._lock.release()
+        if blocking is None and decoder is not None:
+            self._decoded.closed(self, slot)
+        return True
+
+    def close(self) -> None:
+        """Release the frames and close the decoders (the episode left the pool)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for slot in range(len(self._decoders)):
+                self.drop_decoder(slot, blocking=None)
+            nbytes = sum(frame.nbytes for frame in self._frames.values())
+            self._frames.clear()
+        self._decoded.free(nbytes)
