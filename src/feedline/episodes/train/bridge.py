@@ -321,7 +321,7 @@ def _gather(state: dict[str, Any]) -> list[dict[str, Any]]:
 def run(args: TrainArgs, started: float | None = None) -> int:
     """Run lerobot-train's loop for ``args`` (feedline's reader when streaming); returns 0."""
     started = time.perf_counter() if started is None else started
-    from lerobot.scripts import lerobot_train
+    from lerobot.scripts import lerobot_train  # registers the policies, envs and rewards it parses
     from lerobot.utils.import_utils import register_third_party_plugins
 
     register_third_party_plugins()

@@ -73,8 +73,7 @@ def _check_source(args: Any) -> None:
 def cmd_train(ns: argparse.Namespace) -> int:
     started = time.perf_counter()
     from feedline.episodes.errors import EpisodesError
-    from feedline.episodes.settings import cli_message
-    from feedline.episodes.train.flags import settings_help, split_args
+    from feedline.episodes.train.flags import settings_help, split_args, train_message
 
     argv = list(ns.args)
     if "--help" in argv or "-h" in argv:
@@ -93,7 +92,7 @@ def cmd_train(ns: argparse.Namespace) -> int:
     except TrainError:
         raise
     except EpisodesError as exc:
-        raise TrainError(cli_message(exc)) from exc
+        raise TrainError(train_message(exc)) from exc
     except KeyboardInterrupt:
         raise
     finally:

@@ -18,7 +18,7 @@ from typing import Any
 from feedline.episodes.settings import CLI_FLAGS
 from feedline.episodes.train.errors import TrainError
 
-__all__ = ["SETTINGS", "Setting", "TrainArgs", "split_args", "settings_help"]
+__all__ = ["SETTINGS", "Setting", "TrainArgs", "settings_help", "split_args", "train_message"]
 
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
@@ -195,6 +195,24 @@ def storage_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
         if s.target == "storage" and settings.get(s.keyword) is not None:
             options[s.keyword] = settings[s.keyword]
     return options
+
+
+#: Words of the reader's resume errors that have no row in ``CLI_FLAGS`` -> what a command line says.
+_RESUME_WORDS = {
+    "allow_order_change=True": "--dataset.streaming_allow_order_change=true",
+    "pool_settings": "pool settings (--dataset.streaming_episode_pool_size, --dataset.streaming_byte_budget_gb)",
+    "strategy (": "--dataset.streaming_sampling_strategy (",
+}
+
+
+def train_message(error: BaseException | str) -> str:
+    """An episodes error as ``feedline train`` shows it: every setting named by its flag."""
+    from feedline.episodes.settings import cli_message
+
+    message = cli_message(error)
+    for word, flag in _RESUME_WORDS.items():
+        message = message.replace(word, flag)
+    return message
 
 
 def reader_defaults() -> dict[str, Any]:

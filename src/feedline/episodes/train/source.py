@@ -22,7 +22,7 @@ __all__ = ["CHECK_TIMEOUT_S", "check_source", "source_url"]
 
 #: Seconds the first metadata read may take. The command must answer within 10 s, and Python's
 #: start plus feedline's imports take about 1 s on a busy 2-core machine.
-CHECK_TIMEOUT_S = 6.0
+CHECK_TIMEOUT_S = 5.0
 
 INFO_PATH = "meta/info.json"
 
