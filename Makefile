@@ -4,7 +4,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.feedline-installed
 
-.PHONY: demo test test-fast lint bench servers venv clean
+# `make test-lerobot`: feedline next to LeRobot 0.6.1, which needs Python 3.12 (PYTHON312=... to choose).
+PYTHON312    ?=
+LEROBOT_VENV := .venv-lerobot
+LEROBOT_BIN  := $(LEROBOT_VENV)/bin
+LEROBOT_STAMP := $(LEROBOT_VENV)/.feedline-installed
+
+.PHONY: demo test test-fast test-lerobot lint bench servers ffmpeg venv venv-lerobot clean
 
 venv: $(STAMP)
 
@@ -15,6 +21,28 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q 'torch==2.13.0'
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
+
+venv-lerobot: $(LEROBOT_STAMP)
+
+# The first Python 3.12 of: PYTHON312, python3.12 on PATH, pyenv's 3.12 versions. LeRobot goes in first
+# so its pins (datasets: fsspec<=...) decide fsspec; s3fs is then asked for the same release (the two
+# are released in lockstep), which spares pip's resolver a long backtrack through s3fs/aiobotocore.
+$(LEROBOT_STAMP): pyproject.toml
+	@py=""; for c in $(PYTHON312) python3.12 \
+	    $$(command -v pyenv >/dev/null 2>&1 && for v in $$(pyenv versions --bare 2>/dev/null | grep '^3\.12' | sort -rV); do echo "$$(pyenv root)/versions/$$v/bin/python"; done); do \
+	  if "$$c" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' >/dev/null 2>&1; then py="$$c"; break; fi; done; \
+	  test -n "$$py" || { echo "make: no Python 3.12 found (LeRobot 0.6.1 needs it): put python3.12 on PATH or set PYTHON312=/path/to/python3.12"; exit 1; }; \
+	  test -x $(LEROBOT_BIN)/python || { echo "creating $(LEROBOT_VENV) with $$py"; "$$py" -m venv $(LEROBOT_VENV); }
+	$(LEROBOT_BIN)/python -m pip install -q --upgrade pip
+	$(LEROBOT_BIN)/python -m pip install -q "$$(sed -n 's/^ *"\(lerobot\[[^"]*\)".*/\1/p' pyproject.toml)"
+	$(LEROBOT_BIN)/python -m pip install -q -e '.[lerobot,dev]' "s3fs==$$($(LEROBOT_BIN)/python -c 'import fsspec; print(fsspec.__version__)')"
+	@touch $(LEROBOT_STAMP)
+
+# torchcodec (LeRobot's video decoder) loads the system FFmpeg libraries; CI runs as root.
+ffmpeg: $(LEROBOT_STAMP)
+	@$(LEROBOT_BIN)/python -c 'import torchcodec.decoders' >/dev/null 2>&1 || { \
+	  echo "installing ffmpeg for torchcodec (apt-get)"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q ffmpeg >/dev/null; }
 
 # System servers the tests need (nginx; moto runs from the venv). CI runs as root.
 servers:
@@ -33,6 +61,10 @@ test: $(STAMP) servers
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not server"
 
+# tests/lerobot/ (skipped by `make test`): feedline train and the LeRobot oracle, under Python 3.12.
+test-lerobot: $(LEROBOT_STAMP) servers ffmpeg
+	$(LEROBOT_BIN)/python -m pytest -q -p no:cacheprovider tests/lerobot
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
@@ -41,4 +73,4 @@ bench: $(STAMP) servers
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(LEROBOT_VENV) build src/*.egg-info .pytest_cache .hypothesis
