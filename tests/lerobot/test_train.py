@@ -5,6 +5,7 @@ Real runs of the command (subprocesses), the small ACT policy on a CPU, real Dat
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -58,11 +59,17 @@ def test_streaming_resume_continues_sample_exactly(
     assert order is not None and order.step == 10 and order.world_size == 1
     assert order.ranks[0]["batches_consumed_on_rank"] == 10
 
+    # lerobot-train's DataLoader defaults, unchanged: the run crosses an epoch with persistent workers
+    saved_config = json.loads((tmp_path / "whole" / "checkpoints" / "000020" / "pretrained_model"
+                               / "train_config.json").read_text())
+    assert saved_config["persistent_workers"] is True and saved_config["prefetch_factor"] == 4
+
     whole_batches = sample_log(whole_log)
     assert len(whole_batches) == 20
     # the first epoch (131 frames, batches of 8 from 2 workers) covers every frame exactly once
     epoch0 = [i for b in whole_batches if b["epoch"] == 0 for i in b["index"]]
     assert sorted(epoch0) == list(range(served_dataset.synth.total_frames))
+    assert any(b["epoch"] == 1 for b in whole_batches)
 
     # the same run stopped at step 10, then resumed to 20 from LeRobot's checkpoint
     first = feedline_train(

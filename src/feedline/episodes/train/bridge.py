@@ -41,11 +41,6 @@ __all__ = ["StreamingBridge", "parse_config", "run"]
 
 log = logging.getLogger(__name__)
 
-# TODO(persistent workers): StreamingEpisodeDataset.track() refuses persistent_workers=True until
-# the reader keeps its workers across epochs; until then feedline train runs lerobot-train's
-# default (persistent_workers=True) with non-persistent workers. Set to True when it lands.
-READER_KEEPS_PERSISTENT_WORKERS = False
-
 #: Settings never written into a checkpoint: store options may hold credentials, and the sample
 #: log is a debugging aid of one run.
 _NOT_SAVED = ("storage_options", "sample_log")
@@ -232,9 +227,6 @@ class StreamingBridge:
             log.info("rank %d owns %d episode(s): --num_workers %d -> %d",
                      dataset.rank, owned, cfg.num_workers, owned)
             cfg.num_workers = owned
-        if cfg.persistent_workers and cfg.num_workers > 0 and not READER_KEEPS_PERSISTENT_WORKERS:
-            log.info("feedline: DataLoader workers restart each epoch (persistent_workers=false)")
-            cfg.persistent_workers = False
         if saved is not None:
             dataset.load_state_dict(saved.rank_state(dataset.rank))
             log.info("feedline: resuming the data order of %s at step %d",

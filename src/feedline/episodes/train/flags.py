@@ -86,9 +86,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("decode_threads", int, help="sample-assembly and decode threads per worker"),
     Setting("decoded_queue_size", int, help="decoded samples held ahead per worker, in order"),
     Setting("decoded_cache_gb", _optional(float),
-            help="most GiB of decoded frames per rank (1/N per worker); default: the reader's",
+            help="most GiB of decoded frames per rank (1/N per worker); each resident frame decoded once",
             fallback_flag="--dataset.streaming_decoded_cache_gb"),
-    Setting("decoder_cache_size", int, help="open video decoders per worker (LRU)",
+    Setting("decoder_cache_size", _optional(int),
+            help="open video decoders per rank, 1/N per worker (LRU); default: pool x cameras",
             fallback_flag="--dataset.video_decoder_cache_size"),
     Setting("sidecar_lock_timeout_s", float,
             help="seconds to wait for another process building the same MP4 sidecar"),
@@ -227,6 +228,8 @@ def reader_defaults() -> dict[str, Any]:
         for name, param in inspect.signature(cls.__init__).parameters.items():
             if param.default is not inspect.Parameter.empty:
                 out[name] = param.default
+    out.pop("decoder_cache_size")  # the map-style default; streaming derives it from the pool
+    out.pop("max_num_shards")  # feedline train, like lerobot-train, sets it from --num_workers
     return out
 
 
