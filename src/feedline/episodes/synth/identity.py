@@ -54,10 +54,25 @@ def _cell_bounds(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     return ys, xs
 
 
+def _texture(camera: int, height: int, width: int, shift: int) -> np.ndarray:
+    """A camera's fixed zero-mean texture (amplitude ~24), moved ``shift`` pixels right and down."""
+    rng = np.random.default_rng([camera, height, width])
+    coarse = rng.integers(-24, 25, size=(height // 8 + 2, width // 8 + 2)).astype(np.float32)
+    smooth = np.kron(coarse, np.ones((8, 8), dtype=np.float32))[:height, :width]
+    fine = rng.integers(-6, 7, size=(height, width)).astype(np.float32)
+    field = (smooth + fine).astype(np.int16)
+    return np.roll(field, (shift, shift), axis=(0, 1))
+
+
 def identity_frame(
-    camera: int, episode: int, frame: int, *, height: int = 48, width: int = 64, noise: int = 10
+    camera: int, episode: int, frame: int, *, height: int = 48, width: int = 64, noise: int = 10,
+    motion: int = 0,
 ) -> np.ndarray:
-    """RGB uint8 ``[H, W, 3]`` picture encoding ``(camera, episode, frame)``; noise keeps codecs honest."""
+    """RGB uint8 ``[H, W, 3]`` picture encoding ``(camera, episode, frame)``; noise keeps codecs honest.
+
+    ``motion``: pixels per frame a fixed texture moves across the picture (0: none), so an
+    encoder sees camera motion, as in real robot footage; the cells' means stay readable.
+    """
     bits = _identity_bits(camera, episode, frame)
     ys, xs = _cell_bounds(height, width)
     img = np.empty((height, width), dtype=np.int16)
@@ -66,6 +81,8 @@ def identity_frame(
             img[ys[r] : ys[r + 1], xs[c] : xs[c + 1]] = (
                 LIGHT if bits[r * GRID_COLUMNS + c] else DARK
             )
+    if motion:
+        img += _texture(camera, height, width, (episode * 1000 + frame) * motion)
     if noise:
         rng = np.random.default_rng([camera, episode, frame])
         img += rng.integers(-noise, noise + 1, size=img.shape, dtype=np.int16)

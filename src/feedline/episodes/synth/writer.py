@@ -224,6 +224,7 @@ def write_synthetic_dataset(
     width: int = 64,
     height: int = 48,
     noise: int = 10,
+    motion: int = 0,
     tasks: Sequence[str] = DEFAULT_TASKS,
     video_files_size_in_mb: float = 200.0,
     data_files_size_in_mb: float = 100.0,
@@ -237,6 +238,8 @@ def write_synthetic_dataset(
     (LeRobot's default: GOP 2, crf 30, preset 12) or ``h264`` (libx264; ``gop`` and ``bframes``
     configurable, b-adapt off so ``bframes >= 2`` really reorders). Small ``video_files_size_in_mb``
     / ``data_files_size_in_mb`` force LeRobot's rollover (a new file per episode, moov at the end).
+    ``motion`` > 0 moves a fixed texture that many pixels per frame (camera motion for the
+    encoder, see :func:`~feedline.episodes.synth.identity.identity_frame`).
     Everything is built in a sibling temporary folder and renamed into place at the end, so a
     failure never leaves a half-written dataset.
     """
@@ -288,6 +291,7 @@ def write_synthetic_dataset(
             width,
             height,
             noise,
+            motion,
             list(tasks),
             video_files_size_in_mb,
             data_files_size_in_mb,
@@ -312,6 +316,7 @@ def _write(
     width: int,
     height: int,
     noise: int,
+    motion: int,
     tasks: list[str],
     video_mb: float,
     data_mb: float,
@@ -390,7 +395,9 @@ def _write(
         for cam_id, key in enumerate(camera_keys):
             frames = np.stack(
                 [
-                    identity_frame(cam_id, episode, f, height=height, width=width, noise=noise)
+                    identity_frame(
+                        cam_id, episode, f, height=height, width=width, noise=noise, motion=motion
+                    )
                     for f in range(length)
                 ]
             )
