@@ -15,6 +15,7 @@ from feedline.acquire.checkpoint import Checkpoint
 from feedline.acquire.errors import DownloadError
 from feedline.acquire.sources import HttpSource, StoreSource, open_source
 from feedline.io import RangeError, TransientError
+from tests.io.http.access_log import requests_for
 from tests.io.http.misbehaving import Answer, run_misbehaving
 
 PAYLOAD = os.urandom(1_000_000)
@@ -40,19 +41,12 @@ def checkpoint(source, offset: int, **validators) -> Checkpoint:
                       sha256_prefix=hashlib.sha256(PAYLOAD[:offset]).hexdigest(), **fields)
 
 
-def last_request(nginx_server, name: str) -> tuple[str, int, str]:
-    for line in reversed(nginx_server.log_lines()):
-        request, rest = line[1:].split('" ', 1)
-        if f"/{name} " in request:
-            status, _sent, rng = rest.split(" ", 2)
-            return request.split()[0], int(status), rng.strip('"')
-    raise AssertionError(f"no request for {name}")
-
-
-@pytest.fixture(scope="module")
-def served(nginx_server) -> str:
-    (nginx_server.root / "src.bin").write_bytes(PAYLOAD)
-    return "src.bin"
+@pytest.fixture
+def served(nginx_server, request) -> str:
+    """PAYLOAD under a name of the test's own: its access-log lines are only its requests."""
+    name = f"src-{request.node.name}.bin"
+    (nginx_server.root / name).write_bytes(PAYLOAD)
+    return name
 
 
 def test_http_fresh_and_resumed_reads(nginx_server, served) -> None:
@@ -66,7 +60,9 @@ def test_http_fresh_and_resumed_reads(nginx_server, served) -> None:
     body = source.open(HALF, checkpoint(source, HALF))
     assert (body.start, body.total, body.etag) == (HALF, len(PAYLOAD), info.etag)
     assert read_all(body) == PAYLOAD[HALF:]
-    assert last_request(nginx_server, served) == ("GET", 206, f"bytes={HALF}-")
+    assert requests_for(nginx_server, served, 4) == [
+        ("HEAD", 200, "-"), ("GET", 200, "-"), ("HEAD", 200, "-"), ("GET", 206, f"bytes={HALF}-")
+    ]
 
 
 def test_http_resume_without_a_strong_validator_starts_at_zero(nginx_server, served) -> None:
@@ -74,7 +70,7 @@ def test_http_resume_without_a_strong_validator_starts_at_zero(nginx_server, ser
     source = open_source(f"{nginx_server.url}/{served}")
     body = source.open(HALF, checkpoint(source, HALF, etag='W/"weak"', last_modified=None))
     assert body.start == 0 and read_all(body) == PAYLOAD
-    assert last_request(nginx_server, served) == ("GET", 200, "-")
+    assert requests_for(nginx_server, served, 2) == [("HEAD", 200, "-"), ("GET", 200, "-")]
 
 
 def test_http_changed_object_is_never_spliced(nginx_server, served) -> None:

@@ -17,6 +17,7 @@ from feedline.io import IoError, NotFoundError, RangeError, StoreError, Transien
 from feedline.io.http.client import HttpRangeClient, http_date_to_epoch, redact, status_error
 from feedline.io.retry import RetryPolicy
 
+from .access_log import requests_for
 from .misbehaving import Answer, run_misbehaving
 
 PAYLOAD = os.urandom(3_000_000)
@@ -37,23 +38,19 @@ def client():
     client.close()
 
 
-def requests_for(nginx_server, name: str, since: int) -> list[tuple[str, int, str]]:
-    """(request line, status, Range header) of the access-log lines after ``since`` for ``name``."""
-    out = []
-    for line in nginx_server.log_lines()[since:]:
-        request, rest = line[1:].split('" ', 1)
-        status, _sent, rng = rest.split(" ", 2)
-        if f"/{name} " in request:
-            out.append((request.split()[0], int(status), rng.strip('"')))
-    return out
+def serve(nginx_server, name: str) -> str:
+    """``PAYLOAD`` under a name of the test's own, so its log lines are only its requests."""
+    (nginx_server.root / name).write_bytes(PAYLOAD)
+    return name
 
 
-def test_ranged_reads_ask_for_exactly_the_range(nginx_server, url, client) -> None:
-    since = len(nginx_server.log_lines())
+def test_ranged_reads_ask_for_exactly_the_range(nginx_server, client) -> None:
+    name = serve(nginx_server, "client-exact.bin")
+    url = f"{nginx_server.url}/{name}"
     assert client.get_range(url, 10, 20) == PAYLOAD[10:20]
     assert client.get_range(url, 0, len(PAYLOAD)) == PAYLOAD
     assert client.get_range(url, 5, 5) == b""
-    assert requests_for(nginx_server, NAME, since) == [
+    assert requests_for(nginx_server, name, 2) == [
         ("GET", 206, "bytes=10-19"),
         ("GET", 206, f"bytes=0-{len(PAYLOAD) - 1}"),
     ]
@@ -62,10 +59,10 @@ def test_ranged_reads_ask_for_exactly_the_range(nginx_server, url, client) -> No
 def test_a_server_ignoring_range_is_skipped_to_the_offset_then_dropped(nginx_server, client) -> None:
     """nginx's /norange/ answers 200 with the whole object: the client reads up to the offset,
     keeps the range, and hangs up instead of reading (or reusing a connection after) the rest."""
-    since = len(nginx_server.log_lines())
-    norange = f"{nginx_server.norange_url}/{NAME}"
+    name = serve(nginx_server, "client-norange.bin")
+    norange = f"{nginx_server.norange_url}/{name}"
     assert client.get_range(norange, 1_000_000, 1_000_100) == PAYLOAD[1_000_000:1_000_100]
-    assert requests_for(nginx_server, NAME, since) == [("GET", 200, "bytes=1000000-1000099")]
+    assert requests_for(nginx_server, name, 1) == [("GET", 200, "bytes=1000000-1000099")]
     assert not any(client._conns._idle.values()), "a connection with an unread body is never reused"
     with pytest.raises(RangeError) as info:  # the 200's Content-Length tells the size
         client.get_range(norange, len(PAYLOAD) - 10, len(PAYLOAD) + 10)
@@ -175,15 +172,16 @@ def test_connections_stay_within_the_bound_and_are_reused(nginx_server, url) -> 
     client.close()
 
 
-def test_subranges_split_one_large_read(nginx_server, url) -> None:
+def test_subranges_split_one_large_read(nginx_server) -> None:
     client = HttpRangeClient(subranges=4, min_subrange_bytes=100_000)
-    since = len(nginx_server.log_lines())
+    name = serve(nginx_server, "client-subranges.bin")
+    url = f"{nginx_server.url}/{name}"
     assert client.get_range(url, 0, 2_000_000) == PAYLOAD[:2_000_000]
-    assert sorted(r[2] for r in requests_for(nginx_server, NAME, since)) == sorted(
+    assert sorted(r[2] for r in requests_for(nginx_server, name, 4)) == sorted(
         f"bytes={s}-{s + 499_999}" for s in range(0, 2_000_000, 500_000)
     )
     assert client.get_range(url, 0, 150_000) == PAYLOAD[:150_000]  # below 2 x the minimum: one piece
-    assert len(requests_for(nginx_server, NAME, since)) == 5
+    assert requests_for(nginx_server, name, 5)[4] == ("GET", 206, "bytes=0-149999")
     client.close()
 
 
