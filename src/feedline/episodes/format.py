@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from feedline.episodes.errors import EpisodeFormatError
+from feedline.episodes.parquet import named_parquet_errors
 from feedline.io import NotFoundError, Store, StoreError
 
 CODEBASE_VERSION = "v3.0"  # what the synthetic writer records; readers accept any v3.x
@@ -251,9 +252,10 @@ class DatasetMeta:
     def episode_stats(self, episode_index: int) -> dict[str, dict[str, np.ndarray]]:
         """The ``stats/<feature>/<stat>`` columns of one episode (read on demand; most users never do)."""
         for path in self.episodes_files:
-            pf = pq.ParquetFile(self.store.open(path))
-            cols = [c for c in pf.schema_arrow.names if c.startswith(STATS_PREFIX)]
-            table = pf.read(columns=["episode_index", *cols])
+            with self.store.open(path) as handle, named_parquet_errors(self.store.url(path)):
+                pf = pq.ParquetFile(handle)
+                cols = [c for c in pf.schema_arrow.names if c.startswith(STATS_PREFIX)]
+                table = pf.read(columns=["episode_index", *cols])
             hits = np.flatnonzero(table.column("episode_index").to_numpy() == episode_index)
             if len(hits):
                 row = table.slice(int(hits[0]), 1).to_pylist()[0]
@@ -330,14 +332,18 @@ def read_info(store: Store) -> dict[str, Any]:
 
 def _read_parquet(store: Store, path: str, columns: Sequence[str] | None = None) -> pa.Table:
     try:
-        with store.open(path) as handle:
+        with store.open(path) as handle, named_parquet_errors(store.url(path)):
             return pq.read_table(handle, columns=list(columns) if columns is not None else None)
     except NotFoundError:
         raise EpisodeFormatError(f"{store.url(path)}: not found") from None
-    except (pa.ArrowInvalid, pa.ArrowKeyError, OSError) as exc:
-        if isinstance(exc, StoreError):
-            raise
-        raise EpisodeFormatError(f"{store.url(path)}: unreadable Parquet ({exc})") from None
+
+
+def _parquet_names(store: Store, path: str) -> list[str]:
+    try:
+        with store.open(path) as handle, named_parquet_errors(store.url(path)):
+            return list(pq.ParquetFile(handle).schema_arrow.names)
+    except NotFoundError:
+        raise EpisodeFormatError(f"{store.url(path)}: not found") from None
 
 
 def read_tasks(store: Store) -> list[str]:
@@ -391,7 +397,7 @@ def episodes_files(store: Store, info: dict[str, Any]) -> list[str]:
     while rows < int(info["total_episodes"]):
         path = EPISODES_PATH.format(chunk_index=chunk, file_index=file)
         try:
-            with store.open(path) as handle:
+            with store.open(path) as handle, named_parquet_errors(store.url(path)):
                 rows += pq.ParquetFile(handle).metadata.num_rows
         except NotFoundError:
             raise EpisodeFormatError(
@@ -426,8 +432,7 @@ def read_episode_table(store: Store, info: dict[str, Any], files: list[str]) -> 
     ]
     tables = []
     for path in files:
-        with store.open(path) as handle:
-            names = pq.ParquetFile(handle).schema_arrow.names
+        names = _parquet_names(store, path)
         wanted = [c for c in names if not c.startswith(STATS_PREFIX)]
         missing = [c for c in base if c not in names]
         for key in video_keys:
@@ -446,6 +451,13 @@ def read_episode_table(store: Store, info: dict[str, Any], files: list[str]) -> 
         tables.append(_read_parquet(store, path, columns=wanted))
     if not tables:
         raise EpisodeFormatError(f"{store.url(EPISODES_DIR)}: no episode metadata files")
+    with named_parquet_errors(store.url(EPISODES_DIR)):  # columns of unusable types
+        return _episode_table(store, info, video_keys, tables)
+
+
+def _episode_table(
+    store: Store, info: dict[str, Any], video_keys: list[str], tables: list[pa.Table]
+) -> EpisodeTable:
     table = pa.concat_tables(tables, promote_options="permissive")
     table = table.sort_by("episode_index")
 

@@ -9,7 +9,8 @@ episode and checked to be its full, contiguous ``index`` range.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +19,64 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from feedline.episodes.errors import EpisodeFormatError
-from feedline.io import NotFoundError, Store
+from feedline.episodes.errors import EpisodeFormatError, EpisodesError
+from feedline.io import NotFoundError, Store, StoreError
+
+#: What pyarrow (and its thrift / base64 / decompression layers) raise on a damaged Parquet file:
+#: ``ArrowInvalid`` (magic bytes, base64 schema), ``OSError`` (thrift footer, page headers),
+#: ``ArrowNotImplementedError`` (an unknown compression codec), and plain ``ValueError`` /
+#: ``IndexError`` / ``KeyError`` / ``TypeError`` / ``OverflowError`` from metadata that parses but
+#: does not make sense.
+_PARQUET_FAULTS = (
+    pa.ArrowException,
+    OSError,
+    ValueError,
+    IndexError,
+    KeyError,
+    TypeError,
+    OverflowError,
+    MemoryError,
+)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] + ("…" if len(text) > 300 else "") or type(exc).__name__
+
+
+@contextmanager
+def named_parquet_errors(where: str) -> Iterator[None]:
+    """Turn any failure of pyarrow reading a damaged Parquet file into one
+    :class:`EpisodeFormatError` line naming ``where`` (the file's URL).
+
+    The store's own errors (``StoreError``: not found, access denied, transient) and feedline's
+    errors pass through unchanged.
+    """
+    try:
+        yield
+    except (EpisodesError, StoreError):
+        raise
+    except _PARQUET_FAULTS as exc:
+        raise EpisodeFormatError(
+            f"{where}: unreadable Parquet ({type(exc).__name__}: {_one_line(exc)})"
+        ) from None
+
+
+def read_footer(store: Store, path: str) -> pq.FileMetaData:
+    """A Parquet file's footer (one small read); a damaged file is an :class:`EpisodeFormatError`
+    naming it."""
+    where = store.url(path)
+    with _open(store, path) as handle, named_parquet_errors(where):
+        metadata = pq.ParquetFile(_unbuffered(handle)).metadata
+        metadata.schema.to_arrow_schema()  # the base64 ARROW:schema is decoded here
+        return metadata
+
+
+def _open(store: Store, path: str) -> Any:
+    try:
+        return store.open(path)
+    except NotFoundError:
+        raise EpisodeFormatError(f"{store.url(path)}: data file not found") from None
 
 
 @dataclass(frozen=True)
@@ -116,15 +173,8 @@ def read_episodes_rows(
     ``metadata``: the file's footer when the caller already read it (it is not read again).
     """
     where = store.url(data_path)
-    try:
-        handle = store.open(data_path)
-    except NotFoundError:
-        raise EpisodeFormatError(f"{where}: data file not found") from None
-    with handle:
-        try:
-            pf = pq.ParquetFile(_unbuffered(handle), metadata=metadata, pre_buffer=True)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise EpisodeFormatError(f"{where}: unreadable Parquet ({exc})") from None
+    with _open(store, data_path) as handle, named_parquet_errors(where):
+        pf = pq.ParquetFile(_unbuffered(handle), metadata=metadata, pre_buffer=True)
         names = pf.schema_arrow.names
         for required in ("index", "episode_index"):
             if required not in names:
@@ -145,10 +195,11 @@ def read_episodes_rows(
     starts = np.concatenate([[0], np.cumsum(sizes)])
     slices = {g: combined.slice(int(starts[i]), sizes[i]) for i, g in enumerate(needed)}
     out = {}
-    for w in wanted:
-        parts = [slices[g] for g in groups_of[w.episode_index]]
-        table = pa.concat_tables(parts) if parts else combined.slice(0, 0)
-        out[w.episode_index] = _filter_episode(table, w, where)
+    with named_parquet_errors(where):
+        for w in wanted:
+            parts = [slices[g] for g in groups_of[w.episode_index]]
+            table = pa.concat_tables(parts) if parts else combined.slice(0, 0)
+            out[w.episode_index] = _filter_episode(table, w, where)
     return out
 
 

@@ -1,0 +1,119 @@
+"""Damaged Parquet (meta/episodes, tasks, data files): every read fails with one line naming the file."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from feedline.episodes.errors import EpisodeFormatError
+from feedline.episodes.format import load_meta
+from feedline.episodes.parquet import EpisodeRows, read_episodes_rows, read_footer
+from feedline.io import open_store
+
+META_FILE = "meta/episodes/chunk-000/file-000.parquet"
+DATA_FILE = "data/chunk-000/file-000.parquet"
+
+
+def _footer_start(data: bytes) -> int:
+    return len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+
+
+def magic(data: bytes) -> bytes:
+    """'Parquet magic bytes not found'."""
+    return data[:-4] + b"PAR2"
+
+
+def thrift(data: bytes) -> bytes:
+    """'Couldn't deserialize thrift'."""
+    start = _footer_start(data)
+    return data[:start] + b"\xff" * 64 + data[start + 64 :]
+
+
+def base64(data: bytes) -> bytes:
+    """'Invalid base64 input' (the ARROW:schema key-value of the footer)."""
+    key = data.find(b"ARROW:schema", _footer_start(data))
+    found = re.compile(rb"[A-Za-z0-9+/=]{40}").search(data, key + 12)
+    assert key > 0 and found is not None
+    return data[: found.start() + 8] + b"!!!!" + data[found.start() + 12 :]
+
+
+def codec17(data: bytes) -> bytes:
+    """'Unsupported compression codec value: 17' (the first column chunk's SNAPPY codec, 1)."""
+    at = data.find(b"\x15\x02\x16", _footer_start(data))
+    assert at > 0
+    return data[: at + 1] + bytes([17 * 2]) + data[at + 2 :]  # thrift compact: zigzag varint
+
+
+def truncated(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+def empty(data: bytes) -> bytes:
+    return b""
+
+
+@pytest.fixture
+def dataset_copy(av1_dataset, tmp_path):
+    root = tmp_path / "copy"
+    shutil.copytree(av1_dataset.root, root)
+    return root
+
+
+def _one_line(err: pytest.ExceptionInfo, path: str) -> str:
+    message = str(err.value)
+    assert "\n" not in message
+    assert path in message, message
+    return message
+
+
+@pytest.mark.parametrize("mutate", [magic, thrift, base64, codec17, truncated, empty])
+def test_damaged_episodes_metadata_names_the_file(dataset_copy, mutate):
+    target = dataset_copy / META_FILE
+    target.write_bytes(mutate(target.read_bytes()))
+    with pytest.raises(EpisodeFormatError) as err:
+        load_meta(open_store(str(dataset_copy)))
+    _one_line(err, META_FILE)
+
+
+@pytest.mark.parametrize("mutate", [magic, thrift, base64, truncated, empty])
+def test_damaged_tasks_names_the_file(dataset_copy, mutate):
+    target = dataset_copy / "meta/tasks.parquet"
+    target.write_bytes(mutate(target.read_bytes()))
+    with pytest.raises(EpisodeFormatError) as err:
+        load_meta(open_store(str(dataset_copy)))
+    _one_line(err, "meta/tasks.parquet")
+
+
+@pytest.mark.parametrize("mutate", [magic, thrift, base64, truncated, empty])
+def test_damaged_data_file_names_the_file(dataset_copy, mutate):
+    store = open_store(str(dataset_copy))
+    episode = load_meta(store).episodes[0]
+    assert episode.data_path == DATA_FILE
+    target = dataset_copy / DATA_FILE
+    target.write_bytes(mutate(target.read_bytes()))
+    want = [EpisodeRows(0, episode.dataset_from_index, episode.dataset_to_index)]
+    with pytest.raises(EpisodeFormatError) as err:
+        read_episodes_rows(store, DATA_FILE, want)
+    _one_line(err, DATA_FILE)
+    with pytest.raises(EpisodeFormatError) as err:
+        read_footer(store, DATA_FILE)
+    _one_line(err, DATA_FILE)
+
+
+def test_damaged_page_data_names_the_file(dataset_copy):
+    """A footer that parses but a column chunk that does not decompress: the read names the file."""
+    store = open_store(str(dataset_copy))
+    episode = load_meta(store).episodes[0]
+    target = dataset_copy / DATA_FILE
+    data = bytearray(target.read_bytes())
+    start = _footer_start(bytes(data))
+    for pos in range(4, start, 7):  # every 7th payload byte
+        data[pos] ^= 0x5A
+    target.write_bytes(bytes(data))
+    want = [EpisodeRows(0, episode.dataset_from_index, episode.dataset_to_index)]
+    try:
+        read_episodes_rows(store, DATA_FILE, want)
+    except EpisodeFormatError as exc:
+        assert "\n" not in str(exc) and DATA_FILE in str(exc)
