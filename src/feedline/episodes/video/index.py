@@ -13,16 +13,22 @@ into plain ``.npy`` files under ``feedline_home()/streaming-indexes/<generation>
 
 A generation is one sidecar content id plus the index format: a rebuilt sidecar makes a new
 immutable generation and live readers of the old one keep working. Conversion runs under a
-lock and installs each video's directory with one atomic rename.
+lock and installs each video's directory with one atomic rename, after fsyncing its files.
+
+The index is a cache of ours, so it is checked each time it is mapped: ``meta.json`` carries a
+digest of itself and the size and CRC-32 of every array file, and must name the video and
+sample count the sidecar has. A folder failing any check is rebuilt (one warning naming it).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +36,21 @@ import numpy as np
 
 from feedline.episodes.errors import SidecarError
 from feedline.episodes.video.mp4.table import INT_COLUMNS, SampleTable, TrackInfo
-from feedline.episodes.video.sidecar import DEFAULT_WORKERS, Sidecar, ensure_sidecar, try_load
+from feedline.episodes.video.sidecar import (
+    DEFAULT_WORKERS,
+    Sidecar,
+    SidecarDamaged,
+    VideoEntry,
+    ensure_sidecar,
+    try_load,
+)
 from feedline.io import LockTimeout, Store, feedline_home, process_lock
+from feedline.io.atomic import fsync_dir
 
-INDEX_FORMAT = 1
+log = logging.getLogger(__name__)
+
+#: 2: ``meta.json`` holds a self-digest and each array file's size and CRC-32.
+INDEX_FORMAT = 2
 _DTYPES = (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.int64)
 
 
@@ -86,8 +103,22 @@ def _decode(spec: dict[str, Any], name: str, n: int, folder: Path) -> np.ndarray
     return array
 
 
+class IndexDamaged(SidecarError):
+    """A derived-index folder that fails its checks (rebuilt by :func:`derived_tables`)."""
+
+
+def _meta_digest(meta: dict[str, Any]) -> str:
+    body = {k: v for k, v in meta.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _file_sum(path: Path) -> list[int]:
+    data = path.read_bytes()
+    return [len(data), zlib.crc32(data)]
+
+
 def convert_video(sidecar: Sidecar, path: str, folder: Path) -> None:
-    """Write one video's derived index into the (new, empty) ``folder``."""
+    """Write one video's derived index into the (new, empty) ``folder`` and fsync its files."""
     table = sidecar.table(path)
     n = len(table)
     columns = {name: _encode(name, np.asarray(getattr(table, name)), folder) for name in INT_COLUMNS}
@@ -95,64 +126,125 @@ def convert_video(sidecar: Sidecar, path: str, folder: Path) -> None:
         np.save(folder / f"{flag}.npy", np.asarray(getattr(table, flag), dtype=np.bool_))
         columns[flag] = {"kind": "array", "dtype": "|b1"}
     np.save(folder / "pts.npy", np.asarray(table.pts, dtype=np.float64))
-    meta = {
+    meta: dict[str, Any] = {
         "format": INDEX_FORMAT,
         "path": path,
         "samples": n,
         "fingerprint": sidecar.entries[path].fingerprint,
         "info": table.info.to_json(),
         "columns": columns,
+        "files": {f.name: _file_sum(f) for f in sorted(folder.glob("*.npy"))},
     }
+    meta["digest"] = _meta_digest(meta)
     (folder / "meta.json").write_text(json.dumps(meta, indent=1))
+    for file in folder.iterdir():
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    fsync_dir(folder)
 
 
-def map_converted(folder: Path) -> SampleTable:
-    """Map one converted video index (a folder of column arrays) read-only."""
-    meta = json.loads((folder / "meta.json").read_text())
-    n = int(meta["samples"])
-    cols = {name: _decode(spec, name, n, folder) for name, spec in meta["columns"].items()}
-    pts = np.load(folder / "pts.npy", mmap_mode="r", allow_pickle=False)
-    return SampleTable(
-        info=TrackInfo.from_json(meta["info"]),
-        offset=cols["offset"],
-        size=cols["size"],
-        dts=cols["dts"],
-        ctts=cols["ctts"],
-        pts_ticks=cols["pts_ticks"],
-        pts=pts,
-        sync=cols["sync"],
-        presented=cols["presented"],
-    )
+_INDEX_FAULTS = (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, EOFError)
+
+
+def map_converted(folder: Path, entry: VideoEntry | None = None) -> SampleTable:
+    """Map one converted video index (a folder of column arrays) read-only.
+
+    Checks ``meta.json``'s digest, every array file's size and CRC-32, and (given ``entry``,
+    the sidecar's record of the video) its path, fingerprint and sample count; any failure is
+    an :class:`IndexDamaged` naming the folder.
+    """
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+        if not isinstance(meta, dict) or meta.get("format") != INDEX_FORMAT:
+            raise ValueError(f"index format {meta.get('format') if isinstance(meta, dict) else meta!r}")
+        if meta.get("digest") != _meta_digest(meta):
+            raise ValueError("meta.json does not match its digest")
+        n = int(meta["samples"])
+        if entry is not None and (meta["path"], meta["fingerprint"], n) != (
+            entry.path, entry.fingerprint, entry.samples
+        ):
+            raise ValueError(f"indexes {meta['path']} ({n} samples), not {entry.path}")
+        for name, expected in meta["files"].items():
+            if _file_sum(folder / name) != expected:
+                raise ValueError(f"{name} does not match its recorded size and CRC-32")
+        cols = {name: _decode(spec, name, n, folder) for name, spec in meta["columns"].items()}
+        pts = np.load(folder / "pts.npy", mmap_mode="r", allow_pickle=False)
+        if pts.shape != (n,):
+            raise ValueError(f"pts.npy holds {pts.shape}, expected ({n},)")
+        return SampleTable(
+            info=TrackInfo.from_json(meta["info"]),
+            offset=cols["offset"],
+            size=cols["size"],
+            dts=cols["dts"],
+            ctts=cols["ctts"],
+            pts_ticks=cols["pts_ticks"],
+            pts=pts,
+            sync=cols["sync"],
+            presented=cols["presented"],
+        )
+    except (SidecarError, *_INDEX_FAULTS) as exc:
+        text = " ".join(str(exc).split())[:200]
+        raise IndexDamaged(f"{folder}: damaged streaming index ({type(exc).__name__}: {text})") from None
+
+
+def _install_dir(tmp: Path, folder: Path) -> None:
+    """Rename the complete ``tmp`` to ``folder``, moving a damaged ``folder`` aside first."""
+    trash = None
+    if folder.exists() or folder.is_symlink():
+        trash = Path(tempfile.mkdtemp(prefix=".damaged-", dir=folder.parent))
+        os.rename(folder, trash / "old")
+    try:
+        os.rename(tmp, folder)
+        fsync_dir(folder.parent)
+    finally:
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
 
 
 def derived_tables(sidecar: Sidecar, paths: list[str], lock_timeout_s: float) -> dict[str, SampleTable]:
-    """Memory-mapped tables for ``paths`` (converting only those not converted yet)."""
+    """Memory-mapped tables for ``paths`` (converting only those not converted yet, and
+    rebuilding, with one warning each, folders that fail their checks)."""
     out: dict[str, SampleTable] = {}
     todo = []
     for path in paths:
         folder = video_dir(sidecar, path)
-        if (folder / "meta.json").is_file():
-            out[path] = map_converted(folder)
-        else:
+        if not (folder.exists() or folder.is_symlink()):
             todo.append(path)
+            continue
+        try:
+            out[path] = map_converted(folder, sidecar.entries[path])
+        except IndexDamaged:
+            todo.append(path)  # checked again under the lock: another process may repair it
     if todo:
         gen = generation_dir(sidecar)
         gen.mkdir(parents=True, exist_ok=True)
         try:
             with process_lock(gen / ".convert.lock", lock_timeout_s):
                 for path in todo:
-                    folder = video_dir(sidecar, path)
-                    if not (folder / "meta.json").is_file():
-                        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=gen))
-                        try:
-                            convert_video(sidecar, path, tmp)
-                            os.rename(tmp, folder)
-                        finally:
-                            shutil.rmtree(tmp, ignore_errors=True)
-                    out[path] = map_converted(folder)
+                    out[path] = _convert_locked(sidecar, path, gen)
         except LockTimeout as exc:
             raise SidecarError(f"waiting for another process to convert the streaming index: {exc}") from exc
     return out
+
+
+def _convert_locked(sidecar: Sidecar, path: str, gen: Path) -> SampleTable:
+    folder = video_dir(sidecar, path)
+    entry = sidecar.entries[path]
+    if folder.exists() or folder.is_symlink():
+        try:
+            return map_converted(folder, entry)
+        except IndexDamaged as exc:
+            log.warning("rebuilding %s", exc)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=gen))
+    try:
+        convert_video(sidecar, path, tmp)
+        _install_dir(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return map_converted(folder, entry)
 
 
 class IndexProvider:
@@ -187,19 +279,25 @@ class IndexProvider:
 
     def tables(self, paths: list[str]) -> dict[str, SampleTable]:
         """Memory-mapped sample tables of ``paths`` (building or converting what is missing)."""
-        sidecar = self._reuse(paths)
-        if sidecar is None:
-            sidecar, current = ensure_sidecar(
-                self.store, paths, revision=self.revision,
-                lock_timeout_s=self.lock_timeout_s, workers=self.workers,
-            )
-            self.sidecar_path = sidecar.path
-            self.content_id = sidecar.content_id
-            self.validated.update({p: info.fingerprint for p, info in current.items()})
+        sidecar = self._reuse(paths) or self._ensure(paths, damaged=None)
         try:
+            return derived_tables(sidecar, list(paths), self.lock_timeout_s)
+        except SidecarDamaged as exc:  # a member failed its CRC: rebuild the cached archive
+            sidecar.close()
+            sidecar = self._ensure(paths, damaged=str(exc))
             return derived_tables(sidecar, list(paths), self.lock_timeout_s)
         finally:
             sidecar.close()
+
+    def _ensure(self, paths: list[str], damaged: str | None) -> Sidecar:
+        sidecar, current = ensure_sidecar(
+            self.store, paths, revision=self.revision,
+            lock_timeout_s=self.lock_timeout_s, workers=self.workers, damaged=damaged,
+        )
+        self.sidecar_path = sidecar.path
+        self.content_id = sidecar.content_id
+        self.validated.update({p: info.fingerprint for p, info in current.items()})
+        return sidecar
 
     def _reuse(self, paths: list[str]) -> Sidecar | None:
         if self.sidecar_path is None or any(p not in self.validated for p in paths):

@@ -24,6 +24,7 @@ import os
 import posixpath
 import tempfile
 import zipfile
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -84,8 +85,32 @@ class VideoEntry:
     info: TrackInfo
 
 
+class SidecarDamaged(SidecarError):
+    """A sidecar archive that is not what its writer wrote (truncated, bad CRC, missing members,
+    a malformed ``meta.json``): a cache of ours to rebuild, a published one to ignore."""
+
+
+#: Everything numpy's NPZ reader, zipfile, zlib and json raise on a damaged archive.
+_ARCHIVE_FAULTS = (
+    OSError,
+    EOFError,
+    ValueError,
+    KeyError,
+    TypeError,
+    IndexError,
+    AttributeError,
+    zipfile.BadZipFile,
+    zlib.error,
+)
+
+
 class Sidecar:
     """A loaded sidecar archive; arrays are read lazily per video.
+
+    Loading checks what is cheap (no decompression): the zip directory, ``meta.json`` (format,
+    schema, a content id, every video's fields and types) and that every member a video needs
+    is there with the uncompressed size its sample count implies. Reading a video's arrays
+    checks each member's CRC-32. A failure of either is a :class:`SidecarDamaged`.
 
     Args:
         path: the local ``.npz`` archive; one of another schema or format is refused with
@@ -96,34 +121,53 @@ class Sidecar:
         self.path = Path(path)
         try:
             self._npz = np.load(self.path, allow_pickle=False)
+        except _ARCHIVE_FAULTS as exc:
+            raise SidecarDamaged(f"{self.path}: not a readable MP4 sidecar ({_line(exc)})") from None
+        try:
             meta = json.loads(self._npz["meta.json"])
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-            raise SidecarError(f"{self.path}: not a readable MP4 sidecar ({exc})") from None
+            if not isinstance(meta, dict):
+                raise ValueError("meta.json is not an object")
+        except _ARCHIVE_FAULTS as exc:
+            self._npz.close()
+            raise SidecarDamaged(f"{self.path}: not a readable MP4 sidecar ({_line(exc)})") from None
         if meta.get("format") != FORMAT_NAME or meta.get("schema_version") != SCHEMA_VERSION:
+            self._npz.close()
             raise SidecarError(
                 f"{self.path}: sidecar schema {meta.get('schema_version')!r}, this feedline reads "
                 f"schema {SCHEMA_VERSION}; rebuild it with `feedline build-sidecar`"
             )
-        self.meta: dict[str, Any] = meta
-        self.revision: str | None = meta.get("revision")
-        self.complete: bool = bool(meta.get("complete"))
-        self.content_id: str = meta["content_id"]
-        self.entries: dict[str, VideoEntry] = {
-            s["path"]: VideoEntry(
-                s["path"], s["key"], int(s["size"]), s["fingerprint"], int(s["samples"]),
-                TrackInfo.from_json(s["info"]),
-            )
-            for s in meta[_VIDEOS_KEY]
-        }
+        try:
+            self.meta: dict[str, Any] = meta
+            self.revision: str | None = meta.get("revision")
+            self.complete: bool = bool(meta.get("complete"))
+            self.content_id: str = meta["content_id"]
+            if not isinstance(self.content_id, str) or len(self.content_id) != 64:
+                raise ValueError(f"content_id {self.content_id!r} is not a SHA-256 hex digest")
+            self.entries: dict[str, VideoEntry] = {
+                s["path"]: _video_entry(s) for s in meta[_VIDEOS_KEY]
+            }
+            sizes = {info.filename: info.file_size for info in self._npz.zip.infolist()}
+            for entry in self.entries.values():
+                _check_members(entry, sizes)
+        except _ARCHIVE_FAULTS as exc:
+            self._npz.close()
+            raise SidecarDamaged(f"{self.path}: damaged MP4 sidecar ({_line(exc)})") from None
 
     def close(self) -> None:
         """Close the archive (tables already read stay valid)."""
         self._npz.close()
 
     def table(self, path: str) -> SampleTable:
-        """The sample table of the video at ``path``, read from the archive."""
+        """The sample table of the video at ``path``, read from the archive (CRC-checked)."""
         entry = self.entries[path]
-        cols = {name: self._npz[f"{entry.key}/{name}"] for name in (*INT_COLUMNS, "pts")}
+        try:
+            cols = {name: self._npz[f"{entry.key}/{name}"] for name in (*INT_COLUMNS, "pts")}
+            if any(c.shape != (entry.samples,) for c in cols.values()):
+                raise ValueError(f"arrays of {path} do not hold {entry.samples} samples")
+        except _ARCHIVE_FAULTS as exc:
+            raise SidecarDamaged(
+                f"{self.path}: damaged MP4 sidecar, entry {path} ({_line(exc)})"
+            ) from None
         return SampleTable(
             info=entry.info,
             offset=cols["offset"],
@@ -136,9 +180,67 @@ class Sidecar:
             presented=cols["presented"].astype(bool),
         )
 
+    def verify(self) -> None:
+        """Read every member and recompute the content id (a :class:`SidecarDamaged` if it differs)."""
+        digest = hashlib.sha256()
+        try:
+            for entry in sorted(self.entries.values(), key=lambda e: int(e.key[1:])):
+                for name in (*INT_COLUMNS, "pts"):
+                    member = f"{entry.key}/{name}"
+                    digest.update(member.encode() + b"\0" + self._npz.zip.read(member + ".npy"))
+        except _ARCHIVE_FAULTS as exc:
+            raise SidecarDamaged(f"{self.path}: damaged MP4 sidecar ({_line(exc)})") from None
+        meta = {k: v for k, v in self.meta.items() if k != "content_id"}
+        digest.update(json.dumps(meta, sort_keys=True).encode())
+        if digest.hexdigest() != self.content_id:
+            raise SidecarDamaged(
+                f"{self.path}: damaged MP4 sidecar (its content does not match its content_id)"
+            )
+
     def stale(self, current: dict[str, ObjectInfo]) -> list[str]:
         """Paths of ``current`` this sidecar lacks or indexes from a different object."""
         return [p for p, info in current.items() if not _entry_valid(self.entries.get(p), info)]
+
+
+def _line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _video_entry(s: dict[str, Any]) -> VideoEntry:
+    fingerprint = s["fingerprint"]
+    if not isinstance(s["path"], str) or not isinstance(s["key"], str) or not s["key"].startswith("s"):
+        raise ValueError(f"video entry {s!r:.80} has no path/key")
+    if fingerprint is not None and not isinstance(fingerprint, str):
+        raise ValueError(f"{s['path']}: fingerprint {fingerprint!r} is not a string")
+    size, samples = s["size"], s["samples"]
+    for name, value in (("size", size), ("samples", samples)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{s['path']}: {name} {value!r} is not a count")
+    info = s["info"]
+    for name in ("width", "height", "timescale", "movie_timescale"):
+        value = info[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{s['path']}: {name} {value!r} is not an integer")
+    if info["timescale"] == 0:
+        raise ValueError(f"{s['path']}: timescale 0")
+    return VideoEntry(s["path"], s["key"], size, fingerprint, samples, TrackInfo.from_json(info))
+
+
+_NPY_HEADER_MAX = 4096  # format 1.0 headers are padded to 64 bytes; ours are < 256
+
+
+def _check_members(entry: VideoEntry, sizes: dict[str, int]) -> None:
+    """Every array of ``entry`` is in the archive with the size ``entry.samples`` implies."""
+    for name in (*INT_COLUMNS, "pts"):
+        member = f"{entry.key}/{name}.npy"
+        if member not in sizes:
+            raise KeyError(f"member {member} of {entry.path} is missing")
+        payload = sizes[member] - 8 * entry.samples
+        if not 0 < payload <= _NPY_HEADER_MAX:
+            raise ValueError(
+                f"member {member} holds {sizes[member]} bytes, not {entry.samples} samples"
+            )
 
 
 def _entry_valid(entry: VideoEntry | None, info: ObjectInfo) -> bool:
@@ -150,15 +252,22 @@ def _entry_valid(entry: VideoEntry | None, info: ObjectInfo) -> bool:
     )
 
 
+def _load(path: Path) -> tuple[Sidecar | None, str | None]:
+    """(the sidecar at ``path`` or None, why it could not be loaded or None when missing)."""
+    if not path.is_file():
+        return None, None
+    try:
+        return Sidecar(path), None
+    except SidecarError as exc:
+        return None, str(exc)
+
+
 def try_load(path: Path) -> Sidecar | None:
     """The sidecar at ``path``, or None if missing, unreadable or of another schema."""
-    if not path.is_file():
-        return None
-    try:
-        return Sidecar(path)
-    except SidecarError as exc:
-        log.warning("ignoring %s", exc)
-        return None
+    sidecar, problem = _load(path)
+    if problem is not None:
+        log.warning("ignoring %s", problem)
+    return sidecar
 
 
 # ------------------------------------------------------------------------------------ listing
@@ -279,9 +388,16 @@ def write_sidecar(
             if progress is not None:
                 progress(path)
 
+        damaged = []
         for path in carried:
             assert reuse is not None
-            add(path, reuse.table(path), reuse.entries[path])
+            try:
+                table = reuse.table(path)
+            except SidecarDamaged:  # re-index it (when still wanted) instead of copying it
+                damaged += [path] if path in current else []
+                continue
+            add(path, table, reuse.entries[path])
+        todo += damaged
         for path, table in _parse_in_order(store, todo, current, workers, max_held, parse):
             add(path, table, current[path])
         meta = {
@@ -374,9 +490,18 @@ def _published(store: Store, current: dict[str, ObjectInfo]) -> Sidecar | None:
     fd, name = tempfile.mkstemp(prefix="published-", suffix=".npz")
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
-    sidecar = try_load(Path(name))
-    if sidecar is None:
+    try:
+        sidecar = Sidecar(Path(name))
+        try:
+            sidecar.verify()  # remote input: every member, against its content id
+        except SidecarError:
+            sidecar.close()
+            raise
+    except SidecarError as exc:
         os.unlink(name)
+        problem = str(exc).replace(name, where.url(path))
+        log.warning("ignoring the published MP4 sidecar and indexing locally: %s", problem)
+        return None
     return sidecar
 
 
@@ -389,13 +514,20 @@ def ensure_sidecar(
     workers: int = DEFAULT_WORKERS,
     current: dict[str, ObjectInfo] | None = None,
     parse: Callable[[Store, str, ObjectInfo], SampleTable] = parse_video,
+    damaged: str | None = None,
 ) -> tuple[Sidecar, dict[str, ObjectInfo]]:
-    """A sidecar valid for every path (cache → published → build under lock), and the listing."""
+    """A sidecar valid for every path (cache → published → build under lock), and the listing.
+
+    A cache that fails to load is rebuilt with one warning naming it. ``damaged``: why the
+    caller found the cache unusable after loading it (a bad CRC in a member); it is rebuilt too,
+    its intact entries reused.
+    """
     current = current_objects(store, paths) if current is None else current
     target = cache_path(store, revision)
-    cached = try_load(target)
+    cached, problem = _load(target)
+    problem = damaged or problem
     if cached is not None:
-        if not cached.stale(current):
+        if not cached.stale(current) and damaged is None:
             return cached, current
         cached.close()
     # Without fingerprints nothing published can be validated, so do not even download it.
@@ -409,14 +541,21 @@ def ensure_sidecar(
                     handle.write(published.path.read_bytes())
                 log.info("using the published MP4 sidecar of %s", store.url())
                 return Sidecar(target), current
-            cached = try_load(target)  # another process may have built it while we waited
-            if cached is not None and not cached.stale(current):
+            cached, again = _load(target)  # another process may have built it while we waited
+            if cached is not None and not cached.stale(current) and damaged is None:
                 return cached, current
+            problem = again if again is not None else problem
             base = cached if cached is not None else published
-            log.warning(
-                "building the MP4 sidecar index of %s for %d video(s) (once per revision and "
-                "video; later opens reuse %s)", store.url(), len(current), target,
-            )
+            if problem is not None:
+                log.warning(
+                    "rebuilding the damaged MP4 sidecar cache of %s for %d video(s): %s",
+                    store.url(), len(current), problem,
+                )
+            else:
+                log.warning(
+                    "building the MP4 sidecar index of %s for %d video(s) (once per revision and "
+                    "video; later opens reuse %s)", store.url(), len(current), target,
+                )
             try:
                 built = write_sidecar(
                     target, store, current, revision=revision, reuse=base, workers=workers, parse=parse

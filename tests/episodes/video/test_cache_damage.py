@@ -1,0 +1,170 @@
+"""Damaged local caches (the sidecar archive, the derived index): detected on load, rebuilt with
+one warning naming the damaged file, and the tables read afterwards are exact."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from feedline.episodes.video.index import IndexProvider, video_dir
+from feedline.episodes.video.mp4.table import INT_COLUMNS
+from feedline.episodes.video.sidecar import Sidecar, cache_path
+from feedline.io import open_store
+from tests.episodes import mp4_factory as factory
+
+VIDEOS = sorted(f"videos/{name}" for name in factory.CORPUS)
+REVISION = "main"
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("damage-src")
+    factory.build_corpus(folder)
+    return folder
+
+
+@pytest.fixture
+def root(source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private copy of the corpus and a private FEEDLINE_HOME per test."""
+    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
+    return Path(shutil.copytree(source, tmp_path / "root"))
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def _tables(root: Path) -> dict:
+    return IndexProvider(open_store(str(root)), revision=REVISION, lock_timeout_s=60).tables(VIDEOS)
+
+
+def _same(a: dict, b: dict) -> None:
+    for path in VIDEOS:
+        for column in (*INT_COLUMNS, "pts"):
+            assert np.array_equal(getattr(a[path], column), getattr(b[path], column)), (path, column)
+        assert a[path].info == b[path].info
+
+
+def _repaired_with_one_warning(
+    root: Path, good: dict, damaged: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The next open gives exact tables and one warning naming ``damaged``; the one after, none."""
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        _same(good, _tables(root))
+    messages = _warnings(caplog)
+    assert len(messages) == 1 and str(damaged) in messages[0] and "damaged" in messages[0], messages
+    caplog.clear()
+    _same(good, _tables(root))
+    assert _warnings(caplog) == []
+
+
+def _member_data_offset(archive: Path, name: str) -> tuple[int, int]:
+    with zipfile.ZipFile(archive) as zf:
+        info = zf.getinfo(name)
+    raw = archive.read_bytes()
+    at = info.header_offset
+    start = at + 30 + int.from_bytes(raw[at + 26 : at + 28], "little") + int.from_bytes(raw[at + 28 : at + 30], "little")
+    return start, info.compress_size
+
+
+def zero_bytes(archive: Path) -> None:
+    archive.write_bytes(b"")
+
+
+def truncated(archive: Path) -> None:
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+
+
+def bad_crc(archive: Path) -> None:
+    """A flipped bit inside one member's compressed data: the directory still loads."""
+    start, size = _member_data_offset(archive, "s0/pts.npy")
+    data = bytearray(archive.read_bytes())
+    data[start + size // 2] ^= 0x01
+    archive.write_bytes(bytes(data))
+
+
+def no_content_id(archive: Path) -> None:
+    with zipfile.ZipFile(archive) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    meta = json.loads(members["meta.json"])
+    del meta["content_id"]
+    members["meta.json"] = json.dumps(meta).encode()
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+
+
+@pytest.mark.parametrize("damage", [zero_bytes, truncated, bad_crc, no_content_id])
+def test_damaged_sidecar_cache_is_rebuilt_with_one_warning(
+    root: Path, damage: Callable[[Path], None], caplog: pytest.LogCaptureFixture
+) -> None:
+    good = _tables(root)
+    target = cache_path(open_store(str(root)), REVISION)
+    shutil.rmtree(target.parents[3] / "streaming-indexes")  # the sidecar is read again
+    damage(target)
+    _repaired_with_one_warning(root, good, target, caplog)
+    Sidecar(target).verify()  # rebuilt: a complete archive matching its content id
+
+
+def _folder(root: Path, path: str) -> Path:
+    sidecar = Sidecar(cache_path(open_store(str(root)), REVISION))
+    try:
+        return video_dir(sidecar, path)
+    finally:
+        sidecar.close()
+
+
+def meta_truncated(folder: Path) -> None:
+    meta = folder / "meta.json"
+    meta.write_bytes(meta.read_bytes()[:40])
+
+
+def meta_missing(folder: Path) -> None:
+    (folder / "meta.json").unlink()
+
+
+def pts_truncated(folder: Path) -> None:
+    pts = folder / "pts.npy"
+    pts.write_bytes(pts.read_bytes()[:-16])
+
+
+def pts_missing(folder: Path) -> None:
+    (folder / "pts.npy").unlink()
+
+
+def sync_zeroed(folder: Path) -> None:
+    """The flags' data zeroed (header intact): every sample would read as not a keyframe."""
+    sync = folder / "sync.npy"
+    raw = sync.read_bytes()
+    header = len(raw) - len(np.load(sync))
+    sync.write_bytes(raw[:header] + bytes(len(raw) - header))
+
+
+def meta_sample_count(folder: Path) -> None:
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["samples"] -= 1
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(
+    "damage", [meta_truncated, meta_missing, pts_truncated, pts_missing, sync_zeroed, meta_sample_count]
+)
+def test_damaged_derived_index_is_rebuilt_with_one_warning(
+    root: Path, damage: Callable[[Path], None], caplog: pytest.LogCaptureFixture
+) -> None:
+    good = {  # copies: the mapped files are about to be damaged
+        p: type(t)(**{f: getattr(t, f) if f == "info" else np.array(getattr(t, f)) for f in t.__dataclass_fields__})
+        for p, t in _tables(root).items()
+    }
+    folder = _folder(root, "videos/h264_multi.mp4")
+    damage(folder)
+    _repaired_with_one_warning(root, good, folder, caplog)
+    assert sorted(p.name for p in folder.parent.iterdir() if p.name.startswith(".")) == [".convert.lock"]
