@@ -1,5 +1,6 @@
 """Damaged local caches (the sidecar archive, the derived index): detected on load, rebuilt with
-one warning naming the damaged file, and the tables read afterwards are exact."""
+one warning naming the damaged file, and the tables read afterwards are exact. A damaged
+published sidecar is ignored with a warning and the index is built locally."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ import pytest
 
 from feedline.episodes.video.index import IndexProvider, video_dir
 from feedline.episodes.video.mp4.table import INT_COLUMNS
-from feedline.episodes.video.sidecar import Sidecar, cache_path
+from feedline.episodes.video.sidecar import (
+    PUBLISHED_PATH,
+    Sidecar,
+    cache_path,
+    current_objects,
+    parse_video,
+    write_sidecar,
+)
 from feedline.io import open_store
 from tests.episodes import mp4_factory as factory
 
@@ -168,3 +176,34 @@ def test_damaged_derived_index_is_rebuilt_with_one_warning(
     damage(folder)
     _repaired_with_one_warning(root, good, folder, caplog)
     assert sorted(p.name for p in folder.parent.iterdir() if p.name.startswith(".")) == [".convert.lock"]
+
+
+def width_not_an_integer(archive: Path) -> None:
+    with zipfile.ZipFile(archive) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    meta = json.loads(members["meta.json"])
+    meta["sources"][0]["info"]["width"] = "64px"
+    members["meta.json"] = json.dumps(meta).encode()
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+
+
+@pytest.mark.parametrize("damage", [zero_bytes, truncated, bad_crc, no_content_id, width_not_an_integer])
+def test_damaged_published_sidecar_is_ignored_and_built_locally(
+    root: Path, damage: Callable[[Path], None], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_store(str(root))
+    published = root / PUBLISHED_PATH
+    write_sidecar(published, store, current_objects(store, VIDEOS), revision=None, complete=True)
+    damage(published)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        tables = _tables(root)
+    ignored = [m for m in _warnings(caplog) if m.startswith("ignoring the published")]
+    assert len(ignored) == 1 and store.url(PUBLISHED_PATH) in ignored[0], _warnings(caplog)
+    assert "\n" not in ignored[0]
+    local = cache_path(store, REVISION)
+    Sidecar(local).verify()
+    for path in VIDEOS:  # built locally from the videos, not copied from the damaged archive
+        assert np.array_equal(tables[path].offset, parse_video(store, path, store.stat(path)).offset)
