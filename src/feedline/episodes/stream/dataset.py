@@ -150,7 +150,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             it every frame of a resident episode is decoded and colour-converted once and the
             windows are gathered from memory; a frame it cannot hold is decoded again when a
             later sample needs it (``metrics()["redecoded_frames"]``), never exceeding it. 0
-            keeps none. Default 2 (see :data:`~feedline.episodes.stream.decoded.DEFAULT_DECODED_CACHE_GB`).
+            keeps none. Default 4 (see :data:`~feedline.episodes.stream.decoded.DEFAULT_DECODED_CACHE_GB`).
         seed: with the epoch, seeds the shard plan and every pool: the same seed repeats the
             order, another seed gives another. Default 1000 (lerobot-train's ``--seed``);
             ``None`` uses the fixed streaming seed 42.

@@ -42,11 +42,11 @@ from feedline.episodes.video.mp4.table import SampleTable
 
 __all__ = ["DEFAULT_DECODED_CACHE_GB", "CameraFrames", "DecodedFrames", "cut_mini"]
 
-#: Decoded-frame limit per rank (GiB). With episodes of ~400 frames, the default pool (32 per
-#: rank) of a two-camera 96x128 dataset needs ~0.9 GiB of RGB, 128x160 ~1.5 GiB: it decodes once.
-#: At 224x224 the same pool needs ~3.6 GiB, so larger frames or longer episodes re-decode
-#: (counted) unless the limit is raised.
-DEFAULT_DECODED_CACHE_GB = 2.0
+#: Decoded-frame limit per rank (GiB). A resident episode's frames are kept until its last
+#: sample, so the default pool (32 episodes per rank) of two cameras with ~400-frame episodes
+#: needs 0.9 GiB of RGB at 96x128, 1.5 GiB at 128x160 and 3.6 GiB at 224x224: all decode once.
+#: Larger frames, longer episodes or a larger pool re-decode (counted) unless it is raised.
+DEFAULT_DECODED_CACHE_GB = 4.0
 
 
 # An open decoder owns codec threads (libdav1d's among them). A forked child (a DataLoader
@@ -117,11 +117,18 @@ class DecodedFrames:
         self.counters = DecodedCounters()
         self._lock = threading.Lock()
         self._open: OrderedDict[tuple[int, int], CameraFrames] = OrderedDict()
+        self._frame_nbytes = 1  # the largest frame seen (what "room for one more" means)
+
+    def has_room(self) -> bool:
+        """Whether one more frame would be kept (decoding ahead pays only then)."""
+        with self._lock:
+            return self.counters.decoded_bytes + self._frame_nbytes <= self.limit_bytes
 
     def admit(self, nbytes: int) -> bool:
         """Reserve ``nbytes`` for a kept frame; False (nothing reserved) if over the limit."""
         with self._lock:
             counters = self.counters
+            self._frame_nbytes = max(self._frame_nbytes, nbytes)
             if counters.decoded_bytes + nbytes > self.limit_bytes:
                 return False
             counters.decoded_bytes += nbytes
@@ -178,9 +185,8 @@ class _Decoder:
         self.last_tick: int | None = None
         try:
             self.container = av.open(io.BytesIO(mini.data), format="mp4")
-            self._frames: Iterator[Any] | None = self.container.decode(
-                self.container.streams.video[0]
-            )
+            stream = self.container.streams.video[0]
+            self._frames: Iterator[Any] | None = self.container.decode(stream)
         except av.error.FFmpegError as exc:
             raise Mp4Error(f"{name}: opening samples {mini.plan.first}..{mini.plan.last} failed: {exc}") from exc
         _LIVE_DECODERS.add(self)
@@ -269,7 +275,7 @@ class CameraFrames:
         if slot is None:
             raise SidecarError(f"{self._name}: tick {tick} is not in this episode's fetched spans")
         decoder = self._decoders[slot]
-        if decoder is None or decoder.passed(tick):
+        if decoder is None or decoder.passed(tick) or self._jump_pays(decoder, tick):
             decoder = self._open(slot, tick)
         else:
             self._decoded.used(self, slot)
@@ -300,6 +306,14 @@ class CameraFrames:
         if tick not in found:
             raise Mp4Error(f"{self._name}: the decoder skipped tick {tick} (last decoded {got})")
 
+    def _jump_pays(self, decoder: _Decoder, tick: int) -> bool:
+        """Whether reopening at ``tick``'s keyframe beats decoding forward to it: the frames in
+        between could not be kept and a keyframe lies between."""
+        if decoder.last_tick is None or self._decoded.has_room():
+            return False
+        first, _ = frame_span(self._table, self._sample_of[tick], self._name)
+        return first > self._sample_of[decoder.last_tick] + 1
+
     def _open(self, slot: int, tick: int) -> _Decoder:
         """A decoder over ``slot``'s mini-MP4 (replacing any).
 
@@ -312,7 +326,7 @@ class CameraFrames:
         ticks = mini.plan.pts_ticks  # ascending
         high = self._high[slot]
         resume = int(ticks[0]) if high is None else int(ticks[min(len(ticks) - 1, np.searchsorted(ticks, high, side="right"))])
-        start = resume if self._decoded.limit_bytes and tick >= resume else tick
+        start = resume if tick >= resume and self._decoded.has_room() else tick
         first, _ = frame_span(self._table, self._sample_of[start], self._name)
         first = max(first, mini.plan.first)
         decoder = _Decoder(cut_mini(self._table, mini, first, mini.plan.last), self._name)
