@@ -1,140 +1,358 @@
-"""Benchmark the streaming reader over nginx against the map-style reader on a local folder.
+"""Benchmark the streaming reader against the decode ceiling and the map-style readers.
 
-One synthetic LeRobot v3 dataset (AV1, LeRobot's default encoding) is written once, then read for
-one full epoch per run through a real ``DataLoader`` (same batch size, workers and windows):
+Two synthetic LeRobot v3 datasets (AV1, LeRobot's default encoding), written by feedline's synth
+writer: ``small`` (96x128, 80 episodes, 2 cameras, about 6 MP4 files per camera) and ``large``
+(480x640 with a moving texture, about 29 KB per frame, 24 episodes, 2 cameras). Every reader
+runs one epoch through a real ``DataLoader`` (2 workers, batch 16, ``prefetch_factor=4``) with
+the windows ``cam_high: [-2, -1, 0] / fps`` and ``action: [0..7] / fps``, uint8 images:
 
-* ``map-local`` - the baseline: ``EpisodeDataset`` on the local folder, ``shuffle=True``.
-* ``map-nginx`` - the same reader over nginx (its bytes on the wire, for the byte ratio).
-* ``streaming-nginx`` - ``StreamingEpisodeDataset`` over nginx (pools, byte budget, threads).
+* ``sequential`` - the ceiling: a trivial IterableDataset in which each worker decodes its
+  episodes' frames once, in order (one container per file, default decoder threading, one
+  reused RGB converter), and yields the same windowed samples; no pool, no budget.
+* ``streaming`` - ``StreamingEpisodeDataset`` over nginx (HTTP ranges), ``persistent_workers=True``
+  for two epochs: samples/s of the first, first batch, p95 batch wait over both (the epoch
+  boundary included), decoded/delivered frames, peak PSS per worker.
+* ``map-style`` - ``EpisodeDataset`` on the local folder, ``shuffle=True``.
+* ``lerobot`` - LeRobot 0.6.1's ``LeRobotDataset`` on the local folder, ``shuffle=True``, run by
+  ``--lerobot-python`` (a Python 3.12 venv with ``lerobot[dataset]==0.6.1``); skipped with a
+  note when not given.
 
-Bytes fetched are what nginx sent (its access log: ``$body_bytes_sent`` of every request made
-during the run), so both readers are counted the same way. Runs alternate between the readers;
-medians of ``--repeats`` runs (after one warm-up run each, which also builds the sidecar).
-
-Run: ``.venv/bin/python bench/streaming.py`` (``--episodes 8 --repeats 1`` for a quick run).
+On ``large`` the streaming reader also runs at several ``decoded_cache_gb`` limits.
+Run: ``.venv/bin/python bench/streaming.py [--lerobot-python PATH]`` (``--quick`` for a smoke run).
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import contextlib
+import json
+import os
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests/servers.py starts nginx the way the test suite does
 
-CAMERA = "observation.images.cam_0"
+CAMERAS = ["observation.images.cam_high", "observation.images.cam_low"]
+FPS = 30
+WINDOW = {CAMERAS[0]: [-2, -1, 0], "action": list(range(8))}
+DATASETS = {  # name: (width, height, episodes, frames per episode, motion, noise)
+    "small": (128, 96, 80, 150, 0, 10),
+    "large": (640, 480, 24, 60, 2, 4),
+}
 
 
-def nginx_bytes(log: Path, start: int) -> tuple[int, int]:
-    """(body bytes, requests) nginx logged after line ``start``."""
-    lines = log.read_text().splitlines()[start:] if log.exists() else []
-    total = 0
-    for line in lines:
-        parts = line.split('" ')
-        if len(parts) >= 2:
-            fields = parts[1].split()
-            if len(fields) >= 2 and fields[1].isdigit():
-                total += int(fields[1])
-    return total, len(lines)
+def deltas() -> dict[str, list[float]]:
+    return {key: [k / FPS for k in offsets] for key, offsets in WINDOW.items()}
 
 
-def log_len(log: Path) -> int:
-    return len(log.read_text().splitlines()) if log.exists() else 0
+# ---- the sequential-scan ceiling ---------------------------------------------------------------
 
 
-def run_epoch(kind: str, root: str, args: argparse.Namespace, epoch: int) -> int:
+def _scan_dataset(root: str) -> Any:
+    import av
+    import pyarrow.parquet as pq
+    import torch
+    from av.video.reformatter import VideoReformatter
+    from torch.utils.data import IterableDataset, get_worker_info
+
+    from feedline.episodes.format import load_meta
+    from feedline.io import open_store
+
+    class SequentialScan(IterableDataset):
+        """Each worker decodes its episodes' frames once, in order, and windows them."""
+
+        def __iter__(self):
+            info = get_worker_info()
+            worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+            table = load_meta(open_store(root)).episodes
+            converter = VideoReformatter()
+            containers: dict[str, Any] = {}
+            rows_of: dict[str, Any] = {}
+            try:
+                for i in range(worker, len(table.episode_index), workers):
+                    path = table.data_path[i]
+                    if path not in rows_of:
+                        rows_of[path] = pq.read_table(os.path.join(root, path))
+                    rows = rows_of[path]
+                    lo, hi = int(table.dataset_from_index[i]), int(table.dataset_to_index[i])
+                    index = rows.column("index").to_numpy()
+                    sel = np.flatnonzero((index >= lo) & (index < hi))
+                    length = len(sel)
+                    action = np.stack(rows.column("action").to_numpy(zero_copy_only=False)[sel])
+                    frames = {}
+                    for key in CAMERAS:
+                        video = table.video_path[key][i]
+                        if video not in containers:
+                            containers[video] = av.open(os.path.join(root, video))
+                        frames[key] = self._decode(containers[video], converter,
+                                                   float(table.from_timestamp[key][i]), length)
+                    for f in range(length):
+                        cam_rows = np.clip([f + d for d in WINDOW[CAMERAS[0]]], 0, length - 1)
+                        act_rows = np.clip([f + d for d in WINDOW["action"]], 0, length - 1)
+                        high = np.stack([frames[CAMERAS[0]][r] for r in cam_rows])
+                        yield {
+                            CAMERAS[0]: torch.from_numpy(np.ascontiguousarray(high.transpose(0, 3, 1, 2))),
+                            CAMERAS[1]: torch.from_numpy(np.ascontiguousarray(frames[CAMERAS[1]][f].transpose(2, 0, 1))),
+                            "action": torch.from_numpy(action[act_rows]),
+                            "index": lo + f,
+                            f"{CAMERAS[0]}_is_pad": torch.tensor([not 0 <= f + d < length for d in WINDOW[CAMERAS[0]]]),
+                            "action_is_pad": torch.tensor([not 0 <= f + d < length for d in WINDOW["action"]]),
+                        }
+            finally:
+                for container in containers.values():
+                    container.close()
+
+        @staticmethod
+        def _decode(container: Any, converter: Any, start: float, length: int) -> list[np.ndarray]:
+            stream = container.streams.video[0]
+            container.seek(int(start / stream.time_base), stream=stream, backward=True)
+            out: list[np.ndarray] = []
+            for frame in container.decode(stream):
+                k = round((frame.time - start) * FPS)
+                if k < 0:
+                    continue
+                out.append(converter.reformat(frame, format="rgb24").to_ndarray())
+                if len(out) == length:
+                    break
+            return out
+
+    return SequentialScan()
+
+
+# ---- measuring ---------------------------------------------------------------------------------
+
+
+class PssSampler:
+    """Peak PSS of each child process (DataLoader worker) of this process, sampled every 0.2 s."""
+
+    def __init__(self) -> None:
+        self.peak: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _children(self) -> list[int]:
+        pids = []
+        for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+            with contextlib.suppress(OSError):
+                pids += [int(p) for p in (task / "children").read_text().split()]
+        return pids
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            for pid in self._children():
+                try:
+                    text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+                except OSError:
+                    continue
+                for line in text.splitlines():
+                    if line.startswith("Pss:"):
+                        kb = int(line.split()[1])
+                        self.peak[pid] = max(self.peak.get(pid, 0), kb * 1024)
+
+    def __enter__(self) -> PssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def worker_peak_mib(self) -> float:
+        return max(self.peak.values(), default=0) / 2**20
+
+
+def timed_epochs(loader: Any, epochs: int = 1, track: Any = None) -> dict[str, Any]:
+    """Samples/s of the first epoch, its first batch, and every batch wait (all epochs)."""
+    waits: list[float] = []
+    per_epoch: list[tuple[int, float]] = []
+    first_batch = None
+    for _ in range(epochs):
+        began = last = time.perf_counter()
+        samples = 0
+        for batch in (track(loader) if track else loader):
+            now = time.perf_counter()
+            waits.append(now - last)
+            if first_batch is None:
+                first_batch = now - began
+            samples += len(batch["index"])
+            last = time.perf_counter()
+        per_epoch.append((samples, time.perf_counter() - began))
+    samples, seconds = per_epoch[0]
+    return {"samples": samples, "seconds": seconds, "rate": samples / seconds,
+            "first_batch_s": first_batch, "p95_wait_ms": 1e3 * float(np.percentile(waits, 95)),
+            "epochs": per_epoch}
+
+
+def run_sequential(local: str, args: argparse.Namespace) -> dict[str, Any]:
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(_scan_dataset(local), batch_size=args.batch_size, num_workers=args.workers,
+                        prefetch_factor=4)
+    with PssSampler() as pss:
+        out = timed_epochs(loader)
+    return {**out, "pss_mib": pss.worker_peak_mib}
+
+
+def run_map(local: str, args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from torch.utils.data import DataLoader
 
     from feedline.episodes import EpisodeDataset
+
+    ds = EpisodeDataset(root=local, delta_timestamps=deltas(), return_uint8=True)
+    loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
+                        prefetch_factor=4, generator=torch.Generator().manual_seed(0))
+    with PssSampler() as pss:
+        out = timed_epochs(loader)
+    return {**out, "pss_mib": pss.worker_peak_mib}
+
+
+def run_streaming(url: str, args: argparse.Namespace, epochs: int = 2,
+                  decoded_cache_gb: float | None = None) -> dict[str, Any]:
+    from torch.utils.data import DataLoader
+
     from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 
-    deltas = {CAMERA: [-0.1, 0.0], "action": [0.0, 0.1, 0.2]}
-    samples = 0
-    if kind.startswith("map"):
-        ds = EpisodeDataset(root=root, delta_timestamps=deltas, return_uint8=True)
-        loader = DataLoader(
-            ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
-            generator=torch.Generator().manual_seed(epoch),
-        )
-        for batch in loader:
-            samples += len(batch["index"])
-    else:
-        ds = StreamingEpisodeDataset(
-            root=root, delta_timestamps=deltas, return_uint8=True,
-            byte_budget_gb=args.budget_mb / 1024,
-        )
-        ds.set_epoch(epoch)
-        loader = DataLoader(ds, batch_size=args.batch_size, num_workers=args.workers)
-        for batch in ds.track(loader):
-            samples += len(batch["index"])
-    return samples
+    extra = {} if decoded_cache_gb is None else {"decoded_cache_gb": decoded_cache_gb}
+    ds = StreamingEpisodeDataset(root=url, delta_timestamps=deltas(), return_uint8=True, **extra)
+    loader = DataLoader(ds, batch_size=args.batch_size, num_workers=args.workers,
+                        prefetch_factor=4, persistent_workers=True)
+    with PssSampler() as pss:
+        out = timed_epochs(loader, epochs, track=ds.track)
+    metrics = ds.metrics()
+    del loader
+    return {**out, "pss_mib": pss.worker_peak_mib, "metrics": metrics,
+            "budget_mib": ds.rank_budget_bytes / args.workers / 2**20,
+            "decoded_limit_mib": ds.decoded_cache_gb * 2**30 / args.workers / 2**20}
+
+
+LEROBOT_SCRIPT = """
+import json, sys, time, numpy as np, torch
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+root, deltas, workers, batch_size = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+ds = LeRobotDataset("feedline/bench", root=root, delta_timestamps=deltas, return_uint8=True)
+loader = torch.utils.data.DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=workers,
+                                     prefetch_factor=4, generator=torch.Generator().manual_seed(0))
+began = last = time.perf_counter(); first = None; samples = 0; waits = []
+for batch in loader:
+    now = time.perf_counter(); waits.append(now - last)
+    first = now - began if first is None else first
+    samples += len(batch["index"]); last = time.perf_counter()
+seconds = time.perf_counter() - began
+print(json.dumps({"samples": samples, "seconds": seconds, "rate": samples / seconds,
+                  "first_batch_s": first, "p95_wait_ms": 1e3 * float(np.percentile(waits, 95)),
+                  "backend": getattr(ds, "_video_backend", None)}))
+"""
+
+
+def run_lerobot(local: str, args: argparse.Namespace) -> dict[str, Any] | None:
+    if not args.lerobot_python:
+        print("  lerobot: skipped (give --lerobot-python, a Python 3.12 venv with "
+              "lerobot[dataset]==0.6.1 and the system FFmpeg)", flush=True)
+        return None
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        [args.lerobot_python, "-c", LEROBOT_SCRIPT, local, json.dumps(deltas()),
+         str(args.workers), str(args.batch_size)],
+        capture_output=True, text=True, env=env, check=False,
+    )
+    if done.returncode != 0:
+        print(f"lerobot run failed:\n{done.stderr[-2000:]}", flush=True)
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---- datasets ----------------------------------------------------------------------------------
+
+
+def write_dataset(name: str, root: Path, quick: bool) -> tuple[Path, str]:
+    from feedline.episodes.synth.writer import write_synthetic_dataset
+
+    width, height, episodes, frames, motion, noise = DATASETS[name]
+    if quick:
+        episodes, frames = max(4, episodes // 10), frames // 3
+    common = dict(cameras=CAMERAS, fps=FPS, width=width, height=height, motion=motion,
+                  noise=noise, vcodec="libsvtav1")
+    probe = write_synthetic_dataset(root / f"{name}-probe", episodes=1, frames_per_episode=frames,
+                                    **common)
+    per_episode = sum(f.stat().st_size for f in probe.root.rglob("*.mp4")) / len(CAMERAS)
+    file_mb = per_episode * episodes / 6 / 2**20  # about 6 MP4 files per camera
+    write_synthetic_dataset(root / name, episodes=episodes, frames_per_episode=frames,
+                            video_files_size_in_mb=file_mb, **common)
+    files = len(list((root / name / "videos" / CAMERAS[0]).rglob("*.mp4")))
+    kb = per_episode / frames / 1024
+    return root / name, (f"{width}x{height}, {episodes} episodes x {frames} frames, "
+                         f"{len(CAMERAS)} cameras, {files} MP4 files per camera, {kb:.1f} KB/frame")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=12)
-    parser.add_argument("--frames", type=int, default=60)
-    parser.add_argument("--size", default="160x120")
+    parser.add_argument("--datasets", default="small,large")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--budget-mb", type=float, default=64.0)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--lerobot-python", default=None,
+                        help="python of a venv with lerobot[dataset]==0.6.1 (the LeRobot column)")
+    parser.add_argument("--decoded-cache-gb", default="2,0.25,0.06,0",
+                        help="streaming limits measured on the large dataset")
+    parser.add_argument("--quick", action="store_true", help="small datasets, a smoke run")
     args = parser.parse_args()
 
     from tests.servers import run_nginx
 
-    from feedline.episodes.synth.writer import write_synthetic_dataset
-
-    width, height = (int(v) for v in args.size.split("x"))
+    rows: list[str] = []
     with tempfile.TemporaryDirectory(prefix="feedline-bench-streaming-") as tmp:
         work = Path(tmp)
-        import os
-
         os.environ["FEEDLINE_HOME"] = str(work / "home")  # cold, private sidecar cache
-        local = work / "ds"
-        write_synthetic_dataset(
-            local, episodes=args.episodes, frames_per_episode=args.frames, cameras=2, fps=10,
-            width=width, height=height, vcodec="libsvtav1",
-        )
-        payload = sum(f.stat().st_size for f in local.rglob("*") if f.is_file())
-        print(f"dataset: {args.episodes} episodes x {args.frames} frames, 2 cameras {args.size}, "
-              f"{payload / 2**20:.2f} MiB on disk", flush=True)
         with run_nginx(work / "nginx") as server:
-            import shutil
-
-            shutil.copytree(local, server.root / "ds")
-            roots = {"map-local": str(local), "map-nginx": f"{server.url}/ds",
-                     "streaming-nginx": f"{server.url}/ds"}
-            results: dict[str, list[tuple[float, int, int]]] = {k: [] for k in roots}
-            for repeat in range(args.repeats + 1):
-                for kind, root in roots.items():
-                    start = log_len(server.access_log)
-                    began = time.perf_counter()
-                    samples = run_epoch(kind, root, args, repeat)
-                    elapsed = time.perf_counter() - began
-                    time.sleep(0.2)  # nginx flushes its log line per request
-                    sent, requests = nginx_bytes(server.access_log, start)
-                    if repeat:
-                        results[kind].append((samples / elapsed, sent, requests))
-                    print(f"run {repeat} {kind:16s} {samples} samples {elapsed:6.2f} s "
-                          f"{samples / elapsed:7.1f} samples/s {sent / 2**20:8.2f} MiB "
-                          f"{requests} requests" + ("" if repeat else " (warm-up)"), flush=True)
-    med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v),
-               statistics.median(r[2] for r in v)) for k, v in results.items()}
-    base_rate = med["map-local"][0]
-    base_bytes = med["map-nginx"][1]
+            for name in args.datasets.split(","):
+                local, shape = write_dataset(name, server.root, args.quick)
+                url = f"{server.url}/{name}"
+                print(f"{name}: {shape}", flush=True)
+                run_streaming(url, args, epochs=1)  # warm-up: builds the sidecar, warms caches
+                results: dict[str, Any] = {}
+                runs = {"sequential": (run_sequential, str(local)), "streaming": (run_streaming, url),
+                        "map-style": (run_map, str(local)), "lerobot": (run_lerobot, str(local))}
+                for kind, (run, where) in runs.items():
+                    results[kind] = run(where, args)
+                    print(f"  {kind}: {json.dumps(results[kind], default=str)}", flush=True)
+                seq, stream = results["sequential"], results["streaming"]
+                lerobot = results["lerobot"]
+                m = stream["metrics"]
+                rows.append(
+                    f"| {name}: {shape} | {seq['rate']:.0f} | {stream['rate']:.0f} "
+                    f"(x{stream['rate'] / seq['rate']:.2f}) | {results['map-style']['rate']:.0f} | "
+                    + (f"{lerobot['rate']:.0f} | x{stream['rate'] / lerobot['rate']:.2f}"
+                       if lerobot else "not run (see above) | -")
+                    + f" | {stream['first_batch_s']:.2f} s | {stream['p95_wait_ms']:.1f} ms | "
+                    f"{m['decoded_per_delivered']:.2f} | {stream['pss_mib']:.0f} MiB "
+                    f"(seq {seq['pss_mib']:.0f}, map {results['map-style']['pss_mib']:.0f}) |"
+                )
+                if name == "large":
+                    for limit in (float(v) for v in args.decoded_cache_gb.split(",")):
+                        run = run_streaming(url, args, epochs=1, decoded_cache_gb=limit)
+                        m = run["metrics"]
+                        print(f"  decoded_cache_gb={limit:g}: {run['rate']:.1f} samples/s, "
+                              f"x{run['rate'] / seq['rate']:.2f} of sequential, decoded/delivered "
+                              f"{m['decoded_per_delivered']:.2f}, peak decoded "
+                              f"{m['peak_decoded_bytes'] / 2**20:.0f} MiB per worker, peak PSS "
+                              f"{run['pss_mib']:.0f} MiB per worker", flush=True)
     print()
-    print("| reader | samples/s | vs map-local | MiB fetched per epoch | vs map-nginx | requests |")
-    print("|---|---|---|---|---|---|")
-    for kind, (rate, sent, requests) in med.items():
-        byte_ratio = f"x{sent / base_bytes:.2f}" if sent and base_bytes else "-"
-        print(f"| {kind} | {rate:.1f} | x{rate / base_rate:.2f} | {sent / 2**20:.2f} | "
-              f"{byte_ratio} | {requests:.0f} |")
+    print("| dataset | sequential scan | streaming (vs scan) | map-style | LeRobot 0.6.1 map-style "
+          "| streaming vs LeRobot | first batch | p95 batch wait (2 epochs) | decoded/delivered "
+          "| peak PSS per worker |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(row)
     return 0
 
 
