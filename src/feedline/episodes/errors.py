@@ -11,6 +11,8 @@ keyword the Python caller used (a command line swaps in its flags with
 
 from __future__ import annotations
 
+import math
+
 from feedline.errors import FeedlineError
 
 __all__ = [
@@ -86,15 +88,15 @@ class EpisodeTooLargeError(StreamingError):
         workers = max(1, num_workers)
         if workers > 1:
             where = (
-                f"the byte budget of one DataLoader worker ({_gib(budget_bytes)}, 1/{workers} of "
-                f"the rank budget byte_budget_gb={_gib(rank_budget, unit=False)})"
+                f"the byte budget of one DataLoader worker ({_size(budget_bytes)}, 1/{workers} of "
+                f"the rank budget byte_budget_gb={_gb_setting(rank_budget)})"
             )
         else:
-            where = f"the rank byte budget byte_budget_gb={_gib(rank_budget, unit=False)}"
-        need_gb = episode_bytes * workers / 2**30
+            where = f"the rank byte budget byte_budget_gb={_gb_setting(rank_budget)}"
         super().__init__(
-            f"episode {episode_index} needs {_gib(episode_bytes)} of MP4+Parquet payload, more than "
-            f"{where}; fixes: (1) raise byte_budget_gb to at least {need_gb:.2f}, "
+            f"episode {episode_index} needs {_size(episode_bytes)} of MP4+Parquet payload, more than "
+            f"{where}; fixes: (1) raise byte_budget_gb to at least "
+            f"{_gb_at_least(episode_bytes * workers)}, "
             f"(2) use a smaller pool (fewer num_workers / episode_pool_size) so each "
             f"worker's share is larger, or (3) make the episode's payload smaller (split long "
             f"episodes, fewer or smaller cameras, a lower bitrate)"
@@ -105,9 +107,31 @@ class ResumeMismatchError(StreamingError):
     """A checkpoint's data-order settings differ from the current run's."""
 
 
-def _gib(nbytes: int, *, unit: bool = True) -> str:
-    value = f"{nbytes / 2**30:.3f}"
-    return f"{value} GiB" if unit else value
+def _size(nbytes: int) -> str:
+    """``nbytes`` in the unit that fits: ``512 B``, ``12.500 KiB``, ``3.250 MiB``, ``5.000 GiB``."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3f} {unit}"
+    return f"{nbytes} B"
+
+
+def _decimals(gb: float, digits: int) -> int:
+    """Decimals that show ``digits`` significant digits of ``gb`` (at least ``digits``)."""
+    return digits if gb >= 1 or gb <= 0 else max(digits, digits - 1 - math.floor(math.log10(gb)))
+
+
+def _gb_setting(nbytes: int) -> str:
+    """A byte count as a ``*_gb`` setting's value (GiB), never rounded to ``0.000``."""
+    gb = nbytes / 2**30
+    return f"{gb:.{_decimals(gb, 3)}f}"
+
+
+def _gb_at_least(nbytes: int) -> str:
+    """The smallest ``*_gb`` value (rounded up, two decimals or three significant digits) that
+    holds ``nbytes``."""
+    gb = nbytes / 2**30
+    places = _decimals(gb, 2) if gb >= 1 else _decimals(gb, 3)
+    return f"{math.ceil(gb * 10**places - 1e-9) / 10**places:.{places}f}"
 
 
 class SidecarError(EpisodesError):
