@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -60,8 +59,11 @@ def _check_source(args: Any) -> None:
         return peeked[flag] if flag in peeked else resumed.get(key)
 
     streaming = value("--dataset.streaming", "streaming")
-    if not (parse_bool(streaming) if isinstance(streaming, str) else bool(streaming)):
-        return
+    try:
+        if not (parse_bool(streaming) if isinstance(streaming, str) else bool(streaming)):
+            return
+    except ValueError:
+        return  # LeRobot's parser names a bad --dataset.streaming value
     url = source_url(
         value("--dataset.repo_id", "repo_id"), value("--dataset.root", "root"),
         value("--dataset.repo_type", "repo_type") or "dataset", value("--dataset.revision", "revision"),
@@ -91,9 +93,5 @@ def cmd_train(ns: argparse.Namespace) -> int:
         return run(args, started)
     except TrainError:
         raise
-    except EpisodesError as exc:
+    except EpisodesError as exc:  # the reader names keywords; a command line names flags
         raise TrainError(train_message(exc)) from exc
-    except KeyboardInterrupt:
-        raise
-    finally:
-        sys.stdout.flush()
