@@ -196,3 +196,38 @@ def test_episode_table_is_picklable(av1_dataset):
         copy.from_timestamp[av1_dataset.camera_keys[0]],
         table.from_timestamp[av1_dataset.camera_keys[0]],
     )
+
+
+@pytest.mark.parametrize(("total_frames", "match"), [(10**6, "total_frames=1000000 but"), (-5, "total_frames -5")])
+def test_total_frames_must_match_the_episodes(dataset_copy, total_frames, match):
+    _edit_info(dataset_copy, total_frames=total_frames)
+    assert "meta/info.json" in _one_line_error(dataset_copy, match)
+
+
+def test_fps_disagreeing_with_the_timestamps(dataset_copy):
+    _edit_info(dataset_copy, fps=30)  # the videos and their timestamps are at 10 fps
+    message = _one_line_error(dataset_copy, "fps")
+    assert "meta/info.json" in message
+
+
+def test_fps_disagreeing_with_the_episode_timestamps(dataset_copy):
+    info = json.loads((dataset_copy / "meta/info.json").read_text())
+    for ft in info["features"].values():
+        ft.get("info", {}).pop("video.fps", None)
+    info["fps"] = 30
+    (dataset_copy / "meta/info.json").write_text(json.dumps(info))
+    message = _one_line_error(dataset_copy, "to_timestamp - from_timestamp")
+    assert "meta/episodes/chunk-000/file-000.parquet" in message and "episode 0 " in message
+
+
+def test_episode_duration_disagreeing_with_its_length(dataset_copy):
+    """to_timestamp one frame late: the episode's frames would be read shifted."""
+    path = dataset_copy / "meta/episodes/chunk-000/file-001.parquet"
+    table = pq.read_table(path)
+    column = "videos/observation.images.cam_0/to_timestamp"
+    values = table.column(column).to_numpy().copy()
+    values[0] += 0.1
+    table = table.set_column(table.column_names.index(column), column, pa.array(values))
+    pq.write_table(table, path)
+    message = _one_line_error(dataset_copy, "episode 3 camera observation.images.cam_0")
+    assert "meta/episodes/chunk-000/file-001.parquet" in message

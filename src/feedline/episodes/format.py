@@ -324,6 +324,17 @@ def read_info(store: Store) -> dict[str, Any]:
     fps = info["fps"]
     if isinstance(fps, bool) or not isinstance(fps, int | float) or fps <= 0 or int(fps) != fps:
         raise EpisodeFormatError(f"{where}: fps {fps!r} must be a positive integer")
+    for key in ("total_episodes", "total_frames"):
+        value = info[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise EpisodeFormatError(f"{where}: {key} {value!r} must be a non-negative integer")
+    for key, ft in info["features"].items():
+        facts = ft.get("info") if isinstance(ft, dict) and ft.get("dtype") == "video" else None
+        video_fps = facts.get("video.fps") if isinstance(facts, dict) else None
+        if video_fps is not None and video_fps != fps:
+            raise EpisodeFormatError(
+                f"{where}: fps {fps!r} but feature {key!r} says video.fps {video_fps!r}"
+            )
     if any(ft.get("dtype") == "video" for ft in info["features"].values() if isinstance(ft, dict)):
         resolve_template(info, "video_path", video_key="k", chunk_index=0, file_index=0)
     resolve_template(info, "data_path", chunk_index=0, file_index=0)
@@ -448,18 +459,30 @@ def read_episode_table(store: Store, info: dict[str, Any], files: list[str]) -> 
             ]
         if missing:
             raise EpisodeFormatError(f"{store.url(path)}: missing column(s) {missing[:4]}")
-        tables.append(_read_parquet(store, path, columns=wanted))
+        part = _read_parquet(store, path, columns=wanted)
+        tables.append(part.append_column(_FILE_COLUMN, pa.array([len(tables)] * part.num_rows, pa.int32())))
     if not tables:
         raise EpisodeFormatError(f"{store.url(EPISODES_DIR)}: no episode metadata files")
     with named_parquet_errors(store.url(EPISODES_DIR)):  # columns of unusable types
-        return _episode_table(store, info, video_keys, tables)
+        return _episode_table(store, info, video_keys, tables, files)
+
+
+_FILE_COLUMN = "__feedline_file"  # which meta/episodes file a row came from (for messages)
 
 
 def _episode_table(
-    store: Store, info: dict[str, Any], video_keys: list[str], tables: list[pa.Table]
+    store: Store,
+    info: dict[str, Any],
+    video_keys: list[str],
+    tables: list[pa.Table],
+    files: list[str],
 ) -> EpisodeTable:
     table = pa.concat_tables(tables, promote_options="permissive")
     table = table.sort_by("episode_index")
+    row_file = table.column(_FILE_COLUMN).to_numpy()
+
+    def file_of(row: int) -> str:
+        return store.url(files[int(row_file[row])])
 
     def ints(col: str) -> np.ndarray:
         return np.asarray(table.column(col).to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -474,7 +497,7 @@ def _episode_table(
     if len(bad):
         e = int(episode_index[bad[0]])
         raise EpisodeFormatError(
-            f"{where}: episode {e} has length {int(length[bad[0]])} but rows "
+            f"{file_of(bad[0])}: episode {e} has length {int(length[bad[0]])} but rows "
             f"[{int(from_index[bad[0]])}, {int(to_index[bad[0]])})"
         )
     if len(episode_index) != int(info["total_episodes"]):
@@ -501,6 +524,13 @@ def _episode_table(
         to_ts[key] = np.asarray(
             table.column(f"videos/{key}/to_timestamp").to_numpy(zero_copy_only=False), np.float64
         )
+        _check_timestamps(info, key, length, from_ts[key], to_ts[key], episode_index, file_of)
+    total_frames = int(length.sum())
+    if total_frames != int(info["total_frames"]):
+        raise EpisodeFormatError(
+            f"{store.url(INFO_PATH)}: total_frames={info['total_frames']} but the episodes of "
+            f"{where} hold {total_frames} frames"
+        )
     tasks = (
         [tuple(t or ()) for t in table.column("tasks").to_pylist()]
         if "tasks" in table.column_names
@@ -509,6 +539,35 @@ def _episode_table(
     return EpisodeTable(
         episode_index, length, from_index, to_index, data_path, video_path, from_ts, to_ts, tasks
     )
+
+
+def _check_timestamps(
+    info: dict[str, Any],
+    key: str,
+    length: np.ndarray,
+    from_ts: np.ndarray,
+    to_ts: np.ndarray,
+    episode_index: np.ndarray,
+    file_of: Any,
+) -> None:
+    """Each episode's stretch of camera ``key`` must last ``length / fps`` to within less than
+    one frame, else its frames would be read from the wrong times. (LeRobot measures
+    ``to_timestamp`` from the encoded video, which may differ from ``length / fps`` by a
+    fraction of a frame; the readers allow for that.)"""
+    fps = float(info["fps"])
+    duration = to_ts - from_ts
+    bad = np.flatnonzero(
+        ~np.isfinite(from_ts) | ~np.isfinite(to_ts) | (from_ts < 0)
+        | (np.abs(duration - length / fps) >= 0.999 / fps)
+    )
+    if len(bad):
+        i = int(bad[0])
+        raise EpisodeFormatError(
+            f"{file_of(i)}: episode {int(episode_index[i])} camera {key}: to_timestamp - "
+            f"from_timestamp = {to_ts[i]!r} - {from_ts[i]!r} = {duration[i]:.6g} s, but length "
+            f"{int(length[i])} at fps {info['fps']} is {length[i] / fps:.6g} s "
+            f"({len(bad)} episode(s) disagree; is meta/info.json's fps right?)"
+        )
 
 
 def load_meta(store: Store) -> DatasetMeta:
