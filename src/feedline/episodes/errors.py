@@ -28,6 +28,7 @@ __all__ = [
     "SidecarError",
     "StreamingError",
     "SynthError",
+    "VideoChangedError",
 ]
 
 
@@ -144,3 +145,7 @@ class Mp4Error(SidecarError):
 
 class FrameTimestampError(SidecarError):
     """No decoded frame lies within the tolerance of a wanted timestamp."""
+
+
+class VideoChangedError(SidecarError):
+    """A video file was replaced after the dataset was opened (its index no longer matches it)."""

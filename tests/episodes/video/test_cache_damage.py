@@ -4,6 +4,7 @@ published sidecar is ignored with a warning and the index is built locally."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -169,7 +170,7 @@ def test_damaged_derived_index_is_rebuilt_with_one_warning(
     root: Path, damage: Callable[[Path], None], caplog: pytest.LogCaptureFixture
 ) -> None:
     good = {  # copies: the mapped files are about to be damaged
-        p: type(t)(**{f: getattr(t, f) if f == "info" else np.array(getattr(t, f)) for f in t.__dataclass_fields__})
+        p: dataclasses.replace(t, **{c: np.array(getattr(t, c)) for c in (*INT_COLUMNS, "pts")})
         for p, t in _tables(root).items()
     }
     folder = _folder(root, "videos/h264_multi.mp4")

@@ -184,6 +184,7 @@ def map_converted(folder: Path, entry: VideoEntry | None = None) -> SampleTable:
             pts=pts,
             sync=cols["sync"],
             presented=cols["presented"],
+            origin=None if entry is None else (entry.size, entry.fingerprint),
         )
     except (SidecarError, *_INDEX_FAULTS) as exc:
         text = " ".join(str(exc).split())[:200]

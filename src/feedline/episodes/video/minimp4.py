@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import av
 import numpy as np
 
-from feedline.episodes.errors import FrameTimestampError, Mp4Error
+from feedline.episodes.errors import FrameTimestampError, Mp4Error, VideoChangedError
 from feedline.episodes.video.mp4.table import SampleTable
 from feedline.episodes.video.mp4.writer import MiniLayout, build_header
-from feedline.io import Store
+from feedline.io import NotFoundError, Store
 
 #: Ranges closer than this are fetched as one request (interleaved audio chunks, tiny gaps).
 MERGE_GAP_BYTES = 4096
@@ -155,6 +155,30 @@ def merge_ranges(starts: np.ndarray, ends: np.ndarray, gap: int = MERGE_GAP_BYTE
     return [(a, b) for a, b in out]
 
 
+def check_unchanged(store: Store, path: str, table: SampleTable) -> None:
+    """Raise :class:`VideoChangedError` unless ``path`` is still the object ``table`` indexes.
+
+    Compares a fresh stat with ``table.origin`` (size, and the fingerprint where the store has
+    one), after the payload was read: bytes read from a replaced file are never used. A store
+    without fingerprints can only show a change of size.
+    """
+    if table.origin is None:
+        return
+    size, fingerprint = table.origin
+    try:
+        now = store.stat(path)
+    except NotFoundError:
+        raise VideoChangedError(
+            f"{store.url(path)}: changed since the dataset was opened (it is gone); reopen the dataset"
+        ) from None
+    if now.size != size or (fingerprint is not None and now.fingerprint != fingerprint):
+        what = f"size {size} -> {now.size}" if now.size != size else "same size, new content"
+        raise VideoChangedError(
+            f"{store.url(path)}: changed since the dataset was opened ({what}); its index no "
+            "longer describes it: reopen the dataset"
+        )
+
+
 def fetch_span(store: Store, path: str, table: SampleTable, plan: SpanPlan) -> MiniMp4:
     """Fetch the span's sample bytes with ranged reads and assemble the mini-MP4 in memory."""
     sel = slice(plan.first, plan.last + 1)
@@ -162,6 +186,7 @@ def fetch_span(store: Store, path: str, table: SampleTable, plan: SpanPlan) -> M
     sizes = np.asarray(table.size[sel], dtype=np.int64)
     ranges = merge_ranges(starts, starts + sizes)
     blobs = store.read_ranges(path, ranges)
+    check_unchanged(store, path, table)
     out = bytearray(plan.layout.header)
     range_starts = np.array([r[0] for r in ranges], dtype=np.int64)
     where = np.searchsorted(range_starts, starts, side="right") - 1

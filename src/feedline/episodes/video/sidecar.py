@@ -178,6 +178,7 @@ class Sidecar:
             pts=cols["pts"],
             sync=cols["sync"].astype(bool),
             presented=cols["presented"].astype(bool),
+            origin=(entry.size, entry.fingerprint),
         )
 
     def verify(self) -> None:

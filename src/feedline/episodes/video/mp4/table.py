@@ -106,6 +106,8 @@ class SampleTable:
         sync: whether the sample is a keyframe.
         presented: ``False`` for samples the edit list hides (still decoded when they are
             references).
+        origin: ``(size, fingerprint)`` of the video file the table was built from, when known;
+            payload reads check the file still is that object. Default ``None``: not checked.
     """
 
     info: TrackInfo
@@ -117,6 +119,7 @@ class SampleTable:
     pts: np.ndarray
     sync: np.ndarray
     presented: np.ndarray
+    origin: tuple[int, str | None] | None = None
     _sync_index: np.ndarray | None = field(default=None, repr=False)
     _display: np.ndarray | None = field(default=None, repr=False)
     _display_pts: np.ndarray | None = field(default=None, repr=False)

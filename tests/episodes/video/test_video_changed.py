@@ -1,0 +1,90 @@
+"""A video replaced after the dataset was opened: payload reads fail with one line saying it
+changed, for both readers (they share :func:`~feedline.episodes.video.minimp4.fetch_span`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from feedline.episodes.errors import VideoChangedError
+from feedline.episodes.video.frames import VideoFrameReader
+from feedline.episodes.video.minimp4 import plan_span
+from feedline.episodes.video.mp4.table import read_table
+from feedline.io import open_store
+from tests.episodes import mp4_factory as factory
+
+VIDEO = "videos/h264_multi.mp4"
+OTHER = "videos/av1_single_end.mp4"
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("changed-src")
+    factory.build_corpus(folder)
+    return folder
+
+
+def _replace(target: Path, data: bytes) -> None:
+    tmp = target.with_suffix(".new")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+
+
+def _assert_changed(reader: VideoFrameReader, url: str) -> None:
+    with pytest.raises(VideoChangedError) as err:
+        reader.frames_at(VIDEO, [1.0])
+    message = str(err.value)
+    assert "\n" not in message and url in message and "changed since the dataset was opened" in message
+    table = reader.table(VIDEO)
+    with pytest.raises(VideoChangedError):  # what the streaming reader calls
+        reader.fetch(VIDEO, plan_span(table, 0, 0))
+
+
+def test_video_replaced_on_nginx_after_open(source: Path, nginx_server, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
+    name = f"changed-{uuid.uuid4().hex[:8]}"
+    served = Path(nginx_server.root) / name
+    shutil.copytree(source, served)
+    store = open_store(f"{nginx_server.url}/{name}")
+    reader = VideoFrameReader(store, video_paths=[VIDEO], decoder_cache_size=0)
+    assert reader.frames_at(VIDEO, [0.0]).shape[0] == 1
+    _replace(served / VIDEO, (source / OTHER).read_bytes())  # another video, another size
+    _assert_changed(reader, store.url(VIDEO))
+
+
+def test_video_replaced_by_same_size_content_after_open(source: Path, tmp_path, monkeypatch) -> None:
+    """Same size, different bytes: the local store's fingerprint tells them apart."""
+    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
+    root = Path(shutil.copytree(source, tmp_path / "root"))
+    store = open_store(str(root))
+    reader = VideoFrameReader(store, video_paths=[VIDEO], decoder_cache_size=0)
+    assert reader.frames_at(VIDEO, [0.0]).shape[0] == 1
+    data = bytearray((root / VIDEO).read_bytes())
+    table = read_table(lambda s, e: bytes(data[s:e]), len(data), VIDEO)
+    data[int(table.offset[-1]) + 3] ^= 0xFF
+    _replace(root / VIDEO, bytes(data))
+    _assert_changed(reader, store.url(VIDEO))
+
+
+def test_video_removed_after_open(source: Path, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
+    root = Path(shutil.copytree(source, tmp_path / "root"))
+    store = open_store(str(root))
+    reader = VideoFrameReader(store, video_paths=[VIDEO], decoder_cache_size=0)
+    reader.frames_at(VIDEO, [0.0])
+    (root / VIDEO).unlink()
+    with pytest.raises(Exception) as err:  # a missing file: named, and not as a decode error
+        reader.frames_at(VIDEO, [1.0])
+    assert store.url(VIDEO) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_unchanged_video_reads_on(source: Path, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
+    root = Path(shutil.copytree(source, tmp_path / "root"))
+    reader = VideoFrameReader(open_store(str(root)), video_paths=[VIDEO], decoder_cache_size=0)
+    assert reader.frames_at(VIDEO, [0.0, 1.0, 2.0]).shape[0] == 3
+    assert reader.table(VIDEO).origin == (os.path.getsize(root / VIDEO), open_store(str(root)).stat(VIDEO).fingerprint)
