@@ -145,3 +145,19 @@ def test_two_ranks_own_disjoint_episodes_and_stop_together(
     assert order is not None and order.world_size == 2
     assert [r["rank"] for r in order.ranks] == [0, 1]
     assert all(r["batches_consumed_on_rank"] == steps for r in order.ranks)
+
+
+def test_workers_are_capped_at_the_episodes_a_rank_owns(
+    served_dataset: Served, lerobot_env: dict[str, str], tmp_path: Path
+) -> None:
+    log = tmp_path / "batches.jsonl"
+    run = feedline_train(
+        _streaming(served_dataset, fresh(tmp_path / "cap"), "--steps=3", "--num_workers=4",
+                   "--save_freq=3", "--dataset.episodes=[0,1]", f"--dataset.streaming_sample_log={log}"),
+        lerobot_env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "owns 2 episode(s): --num_workers 4 -> 2" in run.stderr
+    order = load_data_order(tmp_path / "cap" / "checkpoints" / "000003")
+    assert order is not None and order.ranks[0]["num_workers"] == 2
+    lengths = served_dataset.synth.episode_lengths
+    assert all(i < lengths[0] + lengths[1] for b in sample_log(log) for i in b["index"])
