@@ -56,13 +56,20 @@ def test_video_replaced_on_nginx_after_open(source: Path, nginx_server, tmp_path
     _assert_changed(reader, store.url(VIDEO))
 
 
-def test_video_replaced_by_same_size_content_after_open(source: Path, tmp_path, monkeypatch) -> None:
-    """Same size, different bytes: the local store's fingerprint tells them apart."""
+@pytest.fixture
+def local(source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, VideoFrameReader]:
+    """A private copy of the corpus, and a reader that has read one frame of VIDEO."""
     monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
     root = Path(shutil.copytree(source, tmp_path / "root"))
-    store = open_store(str(root))
-    reader = VideoFrameReader(store, video_paths=[VIDEO], decoder_cache_size=0)
+    reader = VideoFrameReader(open_store(str(root)), video_paths=[VIDEO], decoder_cache_size=0)
     assert reader.frames_at(VIDEO, [0.0]).shape[0] == 1
+    return root, reader
+
+
+def test_video_replaced_by_same_size_content_after_open(local) -> None:
+    """Same size, different bytes: the local store's fingerprint tells them apart."""
+    root, reader = local
+    store = reader.store
     data = bytearray((root / VIDEO).read_bytes())
     table = read_table(lambda s, e: bytes(data[s:e]), len(data), VIDEO)
     data[int(table.offset[-1]) + 3] ^= 0xFF
@@ -70,21 +77,16 @@ def test_video_replaced_by_same_size_content_after_open(source: Path, tmp_path, 
     _assert_changed(reader, store.url(VIDEO))
 
 
-def test_video_removed_after_open(source: Path, tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
-    root = Path(shutil.copytree(source, tmp_path / "root"))
-    store = open_store(str(root))
-    reader = VideoFrameReader(store, video_paths=[VIDEO], decoder_cache_size=0)
-    reader.frames_at(VIDEO, [0.0])
+def test_video_removed_after_open(local) -> None:
+    root, reader = local
+    store = reader.store
     (root / VIDEO).unlink()
     with pytest.raises(Exception) as err:  # a missing file: named, and not as a decode error
         reader.frames_at(VIDEO, [1.0])
     assert store.url(VIDEO) in str(err.value) and "\n" not in str(err.value)
 
 
-def test_unchanged_video_reads_on(source: Path, tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
-    root = Path(shutil.copytree(source, tmp_path / "root"))
-    reader = VideoFrameReader(open_store(str(root)), video_paths=[VIDEO], decoder_cache_size=0)
+def test_unchanged_video_reads_on(local) -> None:
+    root, reader = local
     assert reader.frames_at(VIDEO, [0.0, 1.0, 2.0]).shape[0] == 3
     assert reader.table(VIDEO).origin == (os.path.getsize(root / VIDEO), open_store(str(root)).stat(VIDEO).fingerprint)
