@@ -178,6 +178,7 @@ class Fault:
     code: int = 503
     after_bytes: int = 0
     seconds: float = 0.0
+    bytes_per_s: float = 0.0
 
 
 @dataclass
@@ -191,11 +192,21 @@ class FaultProxy:
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add_fault(self, kind: str, *, count: int = 1, code: int = 503, after_bytes: int = 0, seconds: float = 0.0) -> None:
-        if kind not in ("status", "drop", "stall"):
+    def add_fault(
+        self,
+        kind: str,
+        *,
+        count: int = 1,
+        code: int = 503,
+        after_bytes: int = 0,
+        seconds: float = 0.0,
+        bytes_per_s: float = 4.0,
+    ) -> None:
+        """``trickle`` sends the real headers, then the body at ``bytes_per_s`` (a GET only)."""
+        if kind not in ("status", "drop", "stall", "trickle"):
             raise ValueError(f"unknown fault kind {kind!r}")
         with self.lock:
-            self.faults.append(Fault(kind, count, code, after_bytes, seconds))
+            self.faults.append(Fault(kind, count, code, after_bytes, seconds, bytes_per_s))
 
     def clear(self) -> None:
         with self.lock:
@@ -254,6 +265,15 @@ def _proxy_handler(proxy_ref: list[FaultProxy]) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 with contextlib.suppress(OSError):
                     self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if fault is not None and fault.kind == "trickle":
+                pause = 1.0 / fault.bytes_per_s
+                with contextlib.suppress(OSError):
+                    for i in range(len(body)):
+                        self.wfile.write(body[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(pause)
+                self.close_connection = True
                 return
             self.wfile.write(body)
 

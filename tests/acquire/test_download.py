@@ -443,3 +443,20 @@ def test_connection_reset_mid_body_resumes_at_the_exact_byte(nginx_server, tmp_p
     assert_done(dest, data, result)
     gets = [e for e in log_for(nginx_server, "reset.bin") if e[0].startswith("GET")]
     assert gets[-1] == ("GET /reset.bin HTTP/1.1", 206, SIZE - cut, f"bytes={cut}-")
+
+
+@pytest.mark.timeout(60)
+def test_trickling_server_is_retried_then_fails_in_bounded_time(nginx_server, fault_proxy, tmp_path):
+    data = serve(nginx_server, "trickle.bin", size=MiB)
+    url = f"{fault_proxy.url}/trickle.bin"
+    dest = tmp_path / "trickle.bin"
+    options = {"timeout_s": 0.5, "min_bytes_per_s": 1000}
+    fault_proxy.add_fault("trickle", bytes_per_s=4, count=100)
+    began = time.monotonic()
+    with pytest.raises(DownloadError, match="too slow"):
+        download_shard(url, dest, storage_options=options, retry=FAST_RETRY)
+    assert time.monotonic() - began < 20
+    fault_proxy.clear()
+    fault_proxy.add_fault("trickle", bytes_per_s=4, count=1)
+    result = download_shard(url, dest, storage_options=options, retry=FAST_RETRY)
+    assert_done(dest, data, result)

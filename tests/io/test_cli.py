@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -61,3 +62,15 @@ def test_parse_inclusive_range() -> None:
     for bad in ["", "a-b", "9-3", "-5"]:
         with pytest.raises(StoreError):
             parse_inclusive_range(bad)
+
+
+@pytest.mark.timeout(90)
+def test_cat_against_a_trickling_server_errors_in_bounded_time(fault_proxy, nginx_server) -> None:
+    (nginx_server.root / "trickle.bin").write_bytes(os.urandom(100_000))
+    fault_proxy.add_fault("trickle", bytes_per_s=4, count=1000)
+    began = time.monotonic()
+    out = run("cat", "--range", "0-65535", "--timeout-s", "1", f"{fault_proxy.url}/trickle.bin")
+    assert time.monotonic() - began < 45
+    assert out.returncode != 0 and out.stdout == b""
+    lines = out.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "too slow" in lines[0], lines

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from feedline.io import AccessDeniedError, NotFoundError, open_store
+from feedline.io import AccessDeniedError, NotFoundError, TransientError, open_store
 from feedline.io.http.client import HttpRangeClient, status_error
 
 PAYLOAD = os.urandom(2_000_000)
@@ -87,3 +87,22 @@ def test_many_split_ranges_do_not_starve_a_small_pool(nginx_server, served: str)
     ranges = [(i * 200_000, (i + 1) * 200_000) for i in range(8)] + [(5, 5), (10, 20)]
     assert client.get_ranges(url, ranges) == [PAYLOAD[s:e] for s, e in ranges]
     client.close()
+
+
+@pytest.mark.timeout(60)
+def test_trickling_server_fails_in_bounded_time(fault_proxy, served: str) -> None:
+    """A server sending 4 bytes/s never trips a per-read timeout; the pace check does."""
+    fault_proxy.add_fault("trickle", bytes_per_s=4, count=100)
+    store = open_store(fault_proxy.url, timeout_s=0.5, min_bytes_per_s=1000)
+    began = time.monotonic()
+    with pytest.raises(TransientError, match="too slow"):
+        store.read_range(served, 0, 4096)
+    assert time.monotonic() - began < 20
+    assert len([r for r in fault_proxy.requests if r[0] == "GET"]) > 1  # retried first
+
+
+@pytest.mark.timeout(60)
+def test_trickle_once_is_retried_to_success(fault_proxy, served: str) -> None:
+    fault_proxy.add_fault("trickle", bytes_per_s=4, count=1)
+    store = open_store(fault_proxy.url, timeout_s=0.5, min_bytes_per_s=1000)
+    assert store.read_range(served, 10, 70_000) == PAYLOAD[10:70_000]

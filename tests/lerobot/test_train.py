@@ -123,14 +123,22 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+LAUNCHERS = {  # two CPU processes (accelerate's --cpu would start one; the policy's device decides)
+    "torchrun": lambda port: [str(BIN / "torchrun"), "--nproc_per_node=2", f"--master_port={port}"],
+    "accelerate": lambda port: [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes=2",
+                                "--num_machines=1", "--mixed_precision=no", "--dynamo_backend=no",
+                                f"--main_process_port={port}"],
+}
+
+
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
 def test_two_ranks_own_disjoint_episodes_and_stop_together(
-    served_dataset: Served, lerobot_env: dict[str, str], tmp_path: Path
+    launcher: str, served_dataset: Served, lerobot_env: dict[str, str], tmp_path: Path
 ) -> None:
     out, log = fresh(tmp_path / "ddp"), tmp_path / "ranks.jsonl"
     steps = 6
     run = run_command(
-        [str(BIN / "torchrun"), "--nproc_per_node=2", f"--master_port={_free_port()}",
-         "-m", "feedline.cli", "train",
+        [*LAUNCHERS[launcher](_free_port()), "-m", "feedline.cli", "train",
          *_streaming(served_dataset, out, f"--steps={steps}", "--num_workers=1", f"--save_freq={steps}",
                      f"--dataset.streaming_sample_log={log}")],
         lerobot_env)

@@ -39,6 +39,9 @@ DEFAULT_BUFFER_BYTES = (
 )  # per ring buffer: 4 x 256 KiB stay in L2; 1 MiB cost 35 % more CPU
 DEFAULT_CHECKPOINT_BYTES = 32 << 20  # fsync + checkpoint cadence: at most this much is re-fetched
 HASH_BUFFERS = 4  # read-ahead ring: the hash thread may lag the network by this many buffers
+#: An attempt that ends in a failure counts as progress (resetting the failure count) only when
+#: it moved the verified offset this far: a server trickling a few bytes per attempt is failing.
+PROGRESS_BYTES = 64 << 10
 MAX_RESTARTS = 3  # a source that changes under us more often than this is not downloadable now
 
 
@@ -327,14 +330,14 @@ class _Download:
             except _Interrupted as exc:
                 offset = exc.offset  # every byte up to here is written and hashed
                 self._save(handle, offset, ckpt)
-                failures = self._failed(failures, exc, progressed=offset > before)
+                failures = self._failed(failures, exc, progressed=offset - before >= PROGRESS_BYTES)
                 continue
             finally:
                 body.close()
             if body.total is not None and offset < body.total:
                 self._save(handle, offset, ckpt)
                 exc = TransientError(f"short body: {offset} of {body.total} bytes")
-                failures = self._failed(failures, exc, progressed=offset > before)
+                failures = self._failed(failures, exc, progressed=offset - before >= PROGRESS_BYTES)
                 continue
             return offset
 

@@ -41,8 +41,33 @@ class Body:
     reader: Any
     closer: Any
     why_restart: str = ""  # set when start == 0 although a resume was asked for
+    pace: Any = None  # a minimum-throughput watch (HTTP), checked after every read
+    received: int = 0
+    failed: TransientError | None = None
 
     def readinto(self, view: memoryview) -> int:
+        """Fill ``view`` (less only at the end of the body). With a pace, the reader returns
+        after each socket read and the pace is checked in between."""
+        if self.pace is None:
+            return self._read(view)
+        if self.failed is not None:
+            raise self.failed
+        got = 0
+        try:
+            while got < len(view):
+                n = self._read(view[got:])
+                if not n:
+                    break
+                got += n
+                self.received += n
+                self.pace.check(self.received)
+        except TransientError as exc:
+            if not got:
+                raise
+            self.failed = exc  # hand over the bytes that did arrive; fail on the next read
+        return got
+
+    def _read(self, view: memoryview) -> int:
         try:
             return self.reader(view)
         except (Urllib3HTTPError, http.client.HTTPException, OSError) as exc:
@@ -105,7 +130,7 @@ class HttpSource:
         try:
             return self._body(resp, offset if headers else 0, ckpt)
         except BaseException:
-            resp.close()
+            _drop(resp)
             raise
 
     def stat(self) -> SourceInfo:
@@ -142,7 +167,7 @@ class HttpSource:
             total = answered.total
             if ckpt is not None and _changed(ckpt, etag, last_modified, total):
                 # The server ignored If-Range but the object is another one: do not splice.
-                resp.close()
+                _drop(resp)
                 return self.open(0, None).with_reason("validator changed despite If-Range")
             start = offset
         else:
@@ -156,8 +181,12 @@ class HttpSource:
         fp = getattr(resp, "_fp", None)
         # Read straight from http.client into our buffer: urllib3's readinto allocates per call,
         # which halves throughput at loopback speeds. Safe because the encoding is identity.
-        reader = fp.readinto if fp is not None and hasattr(fp, "readinto") else resp.readinto
-        return Body(start, total, etag, last_modified, None, reader, lambda: _finish(resp), why)
+        # readinto1 returns after one socket read, so a trickling server meets the pace check
+        # instead of blocking a whole buffer's worth of reads.
+        reader = fp.readinto1 if fp is not None and hasattr(fp, "readinto1") else resp.readinto
+        body = Body(start, total, etag, last_modified, None, reader, lambda: _finish(resp), why)
+        body.pace = self.client.pace(self.full_url)
+        return body
 
     def close(self) -> None:
         return None  # the client belongs to the store, closed by its owner
@@ -169,7 +198,14 @@ def _finish(resp: Any) -> None:
     if fp is not None and getattr(fp, "isclosed", lambda: False)():
         resp.release_conn()
     else:
-        resp.close()
+        _drop(resp)
+
+
+def _drop(resp: Any) -> None:
+    """Close the connection and give its pool slot back: a closed response keeps its slot
+    otherwise, and after ``max_connections`` broken bodies every request would wait forever."""
+    resp.close()
+    resp.release_conn()
 
 
 def _changed(

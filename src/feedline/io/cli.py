@@ -29,8 +29,20 @@ def parse_inclusive_range(text: str) -> tuple[int, int | None]:
     return start, last + 1
 
 
+def _http_options(args: argparse.Namespace) -> dict[str, float]:
+    """``--timeout-s`` / ``--min-bytes-per-s`` as storage options (HTTP only)."""
+    options = {}
+    if args.timeout_s is not None:
+        options["timeout_s"] = args.timeout_s
+    if args.min_bytes_per_s is not None:
+        options["min_bytes_per_s"] = args.min_bytes_per_s
+    if options and not args.url.lower().startswith(("http://", "https://")):
+        raise StoreError("--timeout-s and --min-bytes-per-s apply to http(s):// URLs only")
+    return options
+
+
 def cmd_stat(args: argparse.Namespace) -> int:
-    store, name = open_object(args.url)
+    store, name = open_object(args.url, **_http_options(args))
     info = store.stat(name)
     out = asdict(info)
     out["url"] = store.url(name)
@@ -39,7 +51,7 @@ def cmd_stat(args: argparse.Namespace) -> int:
 
 
 def cmd_cat(args: argparse.Namespace) -> int:
-    store, name = open_object(args.url)
+    store, name = open_object(args.url, **_http_options(args))
     size = store.stat(name).size
     start, end = (0, None) if args.range is None else parse_inclusive_range(args.range)
     end = size if end is None else end
@@ -55,8 +67,19 @@ def cmd_cat(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("stat", help="size, ETag and fingerprint of an object, as JSON")
     p.add_argument("url", help="local path, file://, http(s)://, s3://, memory:// or hf:// URL")
+    _add_http_options(p)
     p.set_defaults(func=cmd_stat)
     p = subparsers.add_parser("cat", help="write an object's bytes (or a range) to stdout")
     p.add_argument("url")
     p.add_argument("--range", metavar="START-END", help="inclusive byte range, as in HTTP and curl")
+    _add_http_options(p)
     p.set_defaults(func=cmd_cat)
+
+
+def _add_http_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout-s", type=float, help="HTTP: limit on each socket read (default 30)")
+    p.add_argument(
+        "--min-bytes-per-s",
+        type=float,
+        help="HTTP: slowest average a transfer may keep after its first --timeout-s (default 4096)",
+    )

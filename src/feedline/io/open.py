@@ -7,12 +7,16 @@ from urllib.parse import urlsplit
 
 from feedline.io.errors import StoreError
 from feedline.io.fsspec_store import FsspecStore
-from feedline.io.http.client import DEFAULT_MAX_CONNECTIONS, HttpRangeClient
+from feedline.io.http.client import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MIN_BYTES_PER_S,
+    HttpRangeClient,
+)
 from feedline.io.http.store import HttpStore
 from feedline.io.store import LocalStore, Store
 
 #: Storage options feedline itself understands; everything else goes to the filesystem.
-HTTP_OPTIONS = ("max_connections", "subranges", "timeout_s", "headers")
+HTTP_OPTIONS = ("max_connections", "subranges", "timeout_s", "min_bytes_per_s", "headers")
 
 
 def _scheme(url: str) -> str:
@@ -26,7 +30,8 @@ def open_store(url: str, **storage_options: Any) -> Store:
 
     ``storage_options`` go to the backend (s3fs keys such as ``endpoint_url``, ``key``/``secret``,
     ``anon``; huggingface_hub's ``token``); for HTTP they are ``max_connections``, ``subranges``,
-    ``timeout_s`` and ``headers``. Credentials are taken, never echoed.
+    ``timeout_s`` (each socket read, and the grace before ``min_bytes_per_s`` applies),
+    ``min_bytes_per_s`` (slowest average a transfer may keep) and ``headers``. Credentials are taken, never echoed.
     """
     scheme = _scheme(url)
     if scheme == "file":
@@ -43,6 +48,7 @@ def open_store(url: str, **storage_options: Any) -> Store:
             subranges=int(storage_options.get("subranges") or 1),
             timeout_s=float(storage_options.get("timeout_s") or 30.0),
             headers=storage_options.get("headers"),
+            min_bytes_per_s=float(storage_options.get("min_bytes_per_s", DEFAULT_MIN_BYTES_PER_S)),
         )
         return HttpStore(url, client)
     max_connections = int(storage_options.pop("max_connections", 16))

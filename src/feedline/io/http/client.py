@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import http.client
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -36,6 +37,31 @@ from feedline.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
 from feedline.validate import check_int
 
 DEFAULT_MAX_CONNECTIONS = 16
+#: The slowest average a transfer may keep once its first ``timeout_s`` are over. ``timeout_s``
+#: alone bounds each socket read, so a server trickling a byte a second would never trip it.
+DEFAULT_MIN_BYTES_PER_S = 4096.0
+
+
+class Pace:
+    """A minimum throughput for one request: after a grace of ``grace_s`` seconds, the bytes
+    received must keep up with ``min_bytes_per_s`` on average, or :meth:`check` raises a
+    :class:`TransientError` (retried like a dropped connection)."""
+
+    __slots__ = ("what", "grace_s", "min_bytes_per_s", "began")
+
+    def __init__(self, what: str, grace_s: float, min_bytes_per_s: float) -> None:
+        self.what = what
+        self.grace_s = grace_s
+        self.min_bytes_per_s = min_bytes_per_s
+        self.began = time.monotonic()
+
+    def check(self, received: int) -> None:
+        elapsed = time.monotonic() - self.began
+        if elapsed > self.grace_s and received < (elapsed - self.grace_s) * self.min_bytes_per_s:
+            raise TransientError(
+                f"{self.what}: too slow: {received} bytes in {elapsed:.1f} s "
+                f"(below {self.min_bytes_per_s:g} bytes/s after {self.grace_s:g} s)"
+            )
 
 
 def redact(url: str) -> str:
@@ -99,6 +125,7 @@ class HttpRangeClient:
         retry: RetryPolicy = DEFAULT_RETRY,
         headers: dict[str, str] | None = None,
         min_subrange_bytes: int = 1 << 20,
+        min_bytes_per_s: float = DEFAULT_MIN_BYTES_PER_S,
     ) -> None:
         check_int("max_connections", max_connections, minimum=1, error=IoError)
         check_int("subranges", subranges, minimum=1, error=IoError)
@@ -108,6 +135,9 @@ class HttpRangeClient:
         self.retry = retry
         self.min_subrange_bytes = min_subrange_bytes
         self.timeout_s = timeout_s
+        if not min_bytes_per_s >= 0:
+            raise IoError(f"min_bytes_per_s must be >= 0, got {min_bytes_per_s!r}")
+        self.min_bytes_per_s = float(min_bytes_per_s)
         self.extra_headers = dict(headers or {})
         self._headers = {"Accept-Encoding": "identity", **self.extra_headers}
         self._conns = ConnectionPool(max_connections, timeout_s)
@@ -120,6 +150,10 @@ class HttpRangeClient:
         )
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
+
+    def pace(self, url: str) -> Pace:
+        """The minimum-throughput watch for one request to ``url``."""
+        return Pace(redact(url), self.timeout_s, self.min_bytes_per_s)
 
     # -- raw requests -------------------------------------------------------------------------
     def request(
@@ -252,7 +286,7 @@ class HttpRangeClient:
                 resp.read()
                 reuse = not resp.will_close
                 raise status_error(url, status, resp.reason or "", resp.getheader("Content-Range"))
-            self._read_body(resp, url, skip, view, filled, end - start)
+            self._read_body(resp, url, skip, view, filled, end - start, self.pace(url))
             reuse = status == 206 and resp.isclosed() and not resp.will_close
         finally:
             if conn is not None:
@@ -260,19 +294,32 @@ class HttpRangeClient:
 
     @staticmethod
     def _read_body(
-        resp: http.client.HTTPResponse, url: str, skip: int, view: memoryview, filled: list[int], total: int
+        resp: http.client.HTTPResponse,
+        url: str,
+        skip: int,
+        view: memoryview,
+        filled: list[int],
+        total: int,
+        pace: Pace,
     ) -> None:
+        # read1/readinto1 return after one socket read, so the pace is checked while a slow
+        # server trickles (a plain readinto waits until its whole slice has arrived).
+        received = 0
         try:
             while skip > 0:
-                chunk = resp.read(min(skip, 1 << 20))
+                chunk = resp.read1(min(skip, 1 << 20))
                 if not chunk:
                     raise TransientError(f"{redact(url)}: body ended while skipping to offset")
                 skip -= len(chunk)
+                received += len(chunk)
+                pace.check(received)
             while filled[0] < total:
-                n = resp.readinto(view[filled[0] : min(total, filled[0] + (1 << 20))])
+                n = resp.readinto1(view[filled[0] : min(total, filled[0] + (1 << 20))])
                 if not n:
                     raise TransientError(f"{redact(url)}: body ended after {filled[0]} of {total} bytes")
                 filled[0] += n
+                received += n
+                pace.check(received)
         except (OSError, http.client.HTTPException) as exc:
             raise TransientError(f"{redact(url)}: {type(exc).__name__}: {_short(exc)}") from None
 

@@ -35,6 +35,7 @@ class HttpStore(Store):
                 "retry": client.retry,
                 "headers": client.extra_headers,
                 "min_subrange_bytes": client.min_subrange_bytes,
+                "min_bytes_per_s": client.min_bytes_per_s,
             },
         }
 
