@@ -320,6 +320,8 @@ class HttpRangeClient:
                 filled[0] += n
                 received += n
                 pace.check(received)
+            if resp.length == 0:
+                resp.read()  # marks the answer complete (read1 does not), so the connection is reused
         except (OSError, http.client.HTTPException) as exc:
             raise TransientError(f"{redact(url)}: {type(exc).__name__}: {_short(exc)}") from None
 
