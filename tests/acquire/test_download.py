@@ -460,3 +460,18 @@ def test_trickling_server_is_retried_then_fails_in_bounded_time(nginx_server, fa
     fault_proxy.add_fault("trickle", bytes_per_s=4, count=1)
     result = download_shard(url, dest, storage_options=options, retry=FAST_RETRY)
     assert_done(dest, data, result)
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["[1, 2]", "5", "null", '"text"', '{"schema": 1, "url": "u", "expected_size": 1, '
+     '"verified_bytes": 1, "sha256_prefix": "x", "etag": 5}'],
+)
+def test_checkpoint_that_is_valid_json_but_not_a_checkpoint_restarts(nginx_server, tmp_path, content):
+    data = serve(nginx_server, "notobj.bin", size=MiB)
+    dest = tmp_path / "notobj.bin"
+    part_path(dest).write_bytes(data[:1000])
+    checkpoint_path(dest).write_text(content)
+    result = download_shard(f"{nginx_server.url}/notobj.bin", dest)
+    assert_done(dest, data, result)
+    assert result.reused_bytes == 0

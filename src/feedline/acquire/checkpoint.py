@@ -70,6 +70,9 @@ class Checkpoint:
         except (OSError, ValueError) as exc:
             log.warning("%s: unreadable checkpoint (%s); starting over", path, exc)
             return None
+        if not isinstance(raw, dict):
+            log.warning("%s: checkpoint is JSON %s, not an object; starting over", path, type(raw).__name__)
+            return None
         try:
             if raw.get("schema") != CHECKPOINT_SCHEMA:
                 raise ValueError(f"schema {raw.get('schema')!r}")
@@ -78,9 +81,9 @@ class Checkpoint:
                 expected_size=None if raw["expected_size"] is None else int(raw["expected_size"]),
                 verified_bytes=int(raw["verified_bytes"]),
                 sha256_prefix=str(raw["sha256_prefix"]),
-                etag=raw.get("etag"),
-                last_modified=raw.get("last_modified"),
-                version_id=raw.get("version_id"),
+                etag=_optional_str(raw.get("etag")),
+                last_modified=_optional_str(raw.get("last_modified")),
+                version_id=_optional_str(raw.get("version_id")),
                 updated_at=str(raw.get("updated_at", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
@@ -90,6 +93,12 @@ class Checkpoint:
             log.warning("%s: negative verified_bytes; starting over", path)
             return None
         return ckpt
+
+
+def _optional_str(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"expected a string or null, got {type(value).__name__}")
 
 
 def hash_prefix(path: Path, length: int, buffer: bytearray) -> hashlib._Hash | None:
