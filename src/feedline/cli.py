@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from feedline import __version__
 from feedline.errors import FeedlineError
+from feedline.io.redact import install_log_redaction, redact_text
 
 #: Modules whose ``register(subparsers)`` adds commands, in ``--help`` order.
 COMMAND_MODULES = (
@@ -82,13 +83,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    install_log_redaction()  # no password or query token in any log line, urllib3's included
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
         return int(args.func(args) or 0)
     except FeedlineError as exc:
-        print(f"feedline: error: {exc}", file=sys.stderr)
+        print(f"feedline: error: {redact_text(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("feedline: interrupted", file=sys.stderr)

@@ -441,3 +441,35 @@ def test_kill_9_of_an_s3_download_then_rerun(s3_server, tmp_path, fractions):
             len(data) - ckpt.verified_bytes,
             0,
         )
+
+
+def test_credentials_never_printed(nginx_server, tmp_path):
+    """Passwords and query tokens stay out of errors and of the -vv log (urllib3's included)."""
+    secret = "PASSWORD77"
+    token = "TOKEN88"
+    host = nginx_server.url.split("://", 1)[1]
+    cases = [
+        # two URLs that would save to one name
+        [f"http://alice:{secret}@{host}/a/x.bin?token={token}", f"http://{host}/b/x.bin?sig={token}"],
+        # a URL with no file name
+        [f"http://alice:{secret}@{host}/dir/?token={token}"],
+    ]
+    for urls in cases:
+        proc = subprocess.run(
+            [sys.executable, "-m", "feedline", "download", *urls, "--out", str(tmp_path / "o")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 1 and "feedline: error:" in proc.stderr, proc.stderr
+        assert secret not in proc.stderr and token not in proc.stderr, proc.stderr
+    (nginx_server.root / "logged.jsonl").write_bytes(b'{"id": 1, "text": "x"}\n')
+    proc = run_ok(
+        "-vv",
+        "download",
+        f"http://alice:{secret}@{host}/logged.jsonl?token={token}&run=1",
+        "--out",
+        str(tmp_path / "ok"),
+    )
+    assert "urllib3" in proc.stderr and "logged.jsonl" in proc.stderr  # the debug log did run
+    assert secret not in proc.stderr and token not in proc.stderr, proc.stderr

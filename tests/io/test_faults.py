@@ -106,3 +106,13 @@ def test_trickle_once_is_retried_to_success(fault_proxy, served: str) -> None:
     fault_proxy.add_fault("trickle", bytes_per_s=4, count=1)
     store = open_store(fault_proxy.url, timeout_s=0.5, min_bytes_per_s=1000)
     assert store.read_range(served, 10, 70_000) == PAYLOAD[10:70_000]
+
+
+def test_redact_text_hides_userinfo_and_secret_query_values() -> None:
+    from feedline.io.redact import redact_text
+
+    text = redact_text(
+        'GET /a.bin?token=T1&v=2 HTTP/1.1 from http://alice:PW@h:1/x?X-Amz-Signature=S&access_token=A'
+    )
+    assert "T1" not in text and "PW" not in text and "=S&" not in text and "=A" not in text
+    assert "v=2" in text and "h:1/x" in text

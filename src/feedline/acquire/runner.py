@@ -31,6 +31,7 @@ from feedline.errors import FeedlineError
 from feedline.io import atomic_write
 from feedline.io.errors import CorpusFormatError
 from feedline.io.jsonl import stream_jsonl
+from feedline.io.redact import redact_text
 from feedline.validate import check_int
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,8 @@ def shard_name(url: str) -> str:
     name = unquote(path.rpartition("/")[2])
     if not name or name in (".", ".."):
         raise DownloadError(
-            f"{url}: cannot name a local file after this URL; give a URL ending in a file name"
+            f"{redact_text(url)}: cannot name a local file after this URL; "
+            "give a URL ending in a file name"
         )
     return name
 
@@ -146,7 +148,8 @@ def download_all(config: RunConfig) -> list[ShardResult]:
     for url, name in zip(config.urls, names, strict=True):
         if name in seen and seen[name] != url:
             raise DownloadError(
-                f"{seen[name]} and {url} would both be saved as {name}; download them to different --out folders"
+                f"{redact_text(seen[name])} and {redact_text(url)} would both be saved as {name}; "
+                "download them to different --out folders"
             )
         seen[name] = url
     unique = list(dict.fromkeys(config.urls))

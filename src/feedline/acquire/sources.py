@@ -25,6 +25,7 @@ from feedline.io import FsspecStore, HttpStore, Store, TransientError, open_obje
 from feedline.io.errors import AccessDeniedError, NotFoundError, RangeError, StoreError
 from feedline.io.http.client import redact, status_error
 from feedline.io.http.headers import parse_content_range, strong_etag
+from feedline.io.redact import redact_text
 
 S3_READ_BYTES = 8 << 20  # read-ahead block: one GET per 8 MiB, not one per 256 KiB buffer
 
@@ -72,7 +73,7 @@ class Body:
             return self.reader(view)
         except (Urllib3HTTPError, http.client.HTTPException, OSError) as exc:
             raise TransientError(
-                f"connection broke mid-body: {type(exc).__name__}: {exc}"
+                f"connection broke mid-body: {type(exc).__name__}: {redact_text(str(exc))}"
             ) from None
 
     def close(self) -> None:
@@ -237,7 +238,7 @@ class StoreSource:
             return TransientError(f"{self.url}: object replaced while reading")
         if isinstance(exc, StoreError):
             return DownloadError(str(exc))
-        return TransientError(f"{self.url}: {type(exc).__name__}: {str(exc)[:200]}")
+        return TransientError(f"{self.url}: {type(exc).__name__}: {redact_text(str(exc))[:200]}")
 
     def stat(self) -> SourceInfo:
         try:

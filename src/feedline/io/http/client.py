@@ -33,6 +33,7 @@ from feedline.io.errors import (
 )
 from feedline.io.http.connections import ConnectionPool
 from feedline.io.http.headers import parse_content_range, strong_etag, unsatisfied_range_total
+from feedline.io.redact import redact_text
 from feedline.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
 from feedline.validate import check_int
 
@@ -371,7 +372,7 @@ def _split(start: int, end: int, parts: int) -> list[tuple[int, int]]:
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc)
+    text = redact_text(str(exc))
     return text if len(text) < 200 else text[:200] + "..."
 
 

@@ -1,0 +1,56 @@
+"""Hide credentials in any text: ``user:password@`` in URLs and secret-looking query values.
+
+:func:`feedline.io.http.client.redact` turns one URL into its credential-free form (no userinfo,
+no query). :func:`redact_text` is the net for everything else: error messages that quote a URL,
+exception texts from libraries, and log records (``feedline`` installs :class:`RedactingFilter`
+on its log handlers, so urllib3's debug log under ``-vv`` never prints a query token either).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+#: ``scheme://user:password@`` or ``scheme://token@``: the userinfo goes.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@?#\"'<>]+@")
+#: ``?token=...`` / ``&X-Amz-Signature=...``: a query parameter whose name looks like a secret.
+_SECRET_PARAM = re.compile(
+    r"(?i)([?&;](?:[^=&;\s\"'#]*(?:token|secret|passw|pwd|signature|sig|key|auth|credential|session|"
+    r"code|jwt|bearer)[^=&;\s\"'#]*)=)[^&;\s\"'#]*"
+)
+MASK = "***"
+
+
+def redact_text(text: str) -> str:
+    """``text`` with URL userinfo and secret-looking query values replaced by ``***``."""
+    if "@" in text:
+        text = _USERINFO.sub(rf"\1{MASK}@", text)
+    if "=" in text:
+        text = _SECRET_PARAM.sub(rf"\g<1>{MASK}", text)
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """A handler filter that redacts each record's final message (and its exception text)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: leave it for logging's own error report
+            return True
+        clean = redact_text(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact_text(record.exc_text)
+        return True
+
+
+def install_log_redaction(logger: logging.Logger | None = None) -> None:
+    """Add :class:`RedactingFilter` to every handler of ``logger`` (the root logger by default)."""
+    target = logger or logging.getLogger()
+    for handler in target.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
