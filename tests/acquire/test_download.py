@@ -475,3 +475,23 @@ def test_checkpoint_that_is_valid_json_but_not_a_checkpoint_restarts(nginx_serve
     result = download_shard(f"{nginx_server.url}/notobj.bin", dest)
     assert_done(dest, data, result)
     assert result.reused_bytes == 0
+
+
+def test_failed_download_leaves_no_empty_part_and_no_lock(nginx_server, fault_proxy, tmp_path):
+    dest = tmp_path / "missing.bin"
+    with pytest.raises(DownloadError, match="404"):
+        download_shard(f"{nginx_server.url}/missing.bin", dest)
+    serve(nginx_server, "busy503.bin", size=MiB)
+    fault_proxy.add_fault("status", code=503, count=100)
+    busy = tmp_path / "busy503.bin"
+    with pytest.raises(DownloadError, match="giving up"):
+        download_shard(f"{fault_proxy.url}/busy503.bin", busy, retry=FAST_RETRY)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_successful_download_leaves_no_lock_file(nginx_server, tmp_path):
+    data = serve(nginx_server, "nolock.bin", size=MiB)
+    dest = tmp_path / "shard-0.bin"
+    result = download_shard(f"{nginx_server.url}/nolock.bin", dest)
+    assert_done(dest, data, result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shard-0.bin"]

@@ -473,3 +473,38 @@ def test_credentials_never_printed(nginx_server, tmp_path):
     )
     assert "urllib3" in proc.stderr and "logged.jsonl" in proc.stderr  # the debug log did run
     assert secret not in proc.stderr and token not in proc.stderr, proc.stderr
+
+
+def test_null_byte_in_url_is_a_one_line_error(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "feedline", "download", "http://127.0.0.1:9/a%00b.bin", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().startswith("feedline: error:") and len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr
+
+
+def test_failed_shard_still_gets_a_manifest_of_the_others(nginx_server, tmp_path):
+    docs = [{"id": i, "text": f"t {i}"} for i in range(7)]
+    (nginx_server.root / "good.jsonl").write_bytes(shard_bytes(docs, ""))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "feedline", "download",
+            f"{nginx_server.url}/good.jsonl", f"{nginx_server.url}/gone.jsonl", "--out", str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and "1 of 2 shards failed" in proc.stderr, proc.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] is False
+    assert [s["path"] for s in manifest["shards"]] == ["good.jsonl"]
+    assert manifest["shards"][0]["sha256"] == hashlib.sha256(shard_bytes(docs, "")).hexdigest()
+    assert [f["url"] for f in manifest["failed"]] == [f"{nginx_server.url}/gone.jsonl"]
+    assert "404" in manifest["failed"][0]["error"]
+    assert sorted(p.name for p in out.iterdir()) == ["good.jsonl", "manifest.json"]

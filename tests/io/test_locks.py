@@ -41,3 +41,29 @@ def test_feedline_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert feedline_home() == tmp_path / "h"
     monkeypatch.delenv("FEEDLINE_HOME")
     assert feedline_home() == Path("~/.cache/feedline").expanduser()
+
+
+def _bump_under_removable_lock(folder: str, times: int) -> None:
+    from feedline.io.locks import process_lock
+
+    counter = Path(folder) / "counter"
+    for _ in range(times):
+        with process_lock(Path(folder) / ".c.lock", -1, remove=True):
+            value = int(counter.read_text() or "0")
+            counter.write_text(str(value + 1))
+
+
+def test_removable_lock_still_excludes_across_processes(tmp_path: Path) -> None:
+    """Removing the lock file on release must not let a waiter and a newcomer both hold it."""
+    import multiprocessing
+
+    (tmp_path / "counter").write_text("0")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_bump_under_removable_lock, args=(str(tmp_path), 60)) for _ in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0
+    assert (tmp_path / "counter").read_text() == "240"
+    assert not (tmp_path / ".c.lock").exists()

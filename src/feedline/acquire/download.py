@@ -13,6 +13,7 @@ final name for a downstream reader to pick up).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -126,7 +127,7 @@ def download_shard(
     target = Path(dest)
     target.parent.mkdir(parents=True, exist_ok=True)
     lock = target.with_name(f".{target.name}.lock")
-    with process_lock(lock, lock_timeout_s):
+    with process_lock(lock, lock_timeout_s, remove=True):
         job = _Download(
             source or open_source(url, storage_options),
             target,
@@ -213,16 +214,26 @@ class _Download:
                 return done
         offset, self.hasher, ckpt = self._recover()
         self.reused = offset
-        with open(self.part, "r+b" if self.part.exists() else "w+b") as handle:
-            handle.truncate(offset)
-            handle.seek(offset)
-            try:
-                total = self._transfer(handle, offset, ckpt)
-            finally:
-                self._wait_checkpoint()
-            handle.flush()
-            self.sync(handle.fileno())
+        try:
+            with open(self.part, "r+b" if self.part.exists() else "w+b") as handle:
+                handle.truncate(offset)
+                handle.seek(offset)
+                try:
+                    total = self._transfer(handle, offset, ckpt)
+                finally:
+                    self._wait_checkpoint()
+                handle.flush()
+                self.sync(handle.fileno())
+        except BaseException:
+            self._drop_empty_part()
+            raise
         return self._finish(total, ckpt)
+
+    def _drop_empty_part(self) -> None:
+        """A failure before the first byte leaves nothing worth resuming: no empty ``.part``."""
+        with contextlib.suppress(OSError):
+            if self.part.stat().st_size == 0:
+                remove_quietly(self.part, self.ckpt_path)
 
     def _existing(self) -> ShardResult | None:
         """A finished ``dest`` from an earlier run: keep it if it still matches the source."""

@@ -93,11 +93,14 @@ def emit_manifest(
     parameters: dict[str, Any],
     verdicts: VerdictWriter | Iterable[tuple[str, str, str]] | None = None,
     started_at: float | None = None,
+    failed: list[dict[str, str]] | None = None,
 ) -> Path:
     """Write the run's manifest (and, from ``(id, shard, verdict)`` triples, ``verdicts.jsonl``).
 
     Call it when everything else is on disk: the manifest is the run's commit record.
     ``verdicts`` may also be a :class:`VerdictWriter` whose file was already written.
+    ``failed`` lists the shards that could not be downloaded (``{"url", "error"}``): the
+    manifest then says ``"complete": false`` and covers only the shards it lists.
     """
     target = Path(manifest_path).absolute()
     base = target.parent
@@ -135,6 +138,8 @@ def emit_manifest(
         "started_at": _iso(started_at) if started_at else None,
         "parameters": parameters,
         "totals": totals,
+        "complete": not failed,
+        "failed": list(failed or []),
         "shards": entries,
         "verdicts": None
         if verdicts is None

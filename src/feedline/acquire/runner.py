@@ -76,7 +76,7 @@ def shard_name(url: str) -> str:
     """The local file name for a shard URL: its last path segment."""
     path = urlsplit(url).path if "://" in url else url
     name = unquote(path.rpartition("/")[2])
-    if not name or name in (".", ".."):
+    if not name or name in (".", "..") or "\x00" in name or "/" in name:
         raise DownloadError(
             f"{redact_text(url)}: cannot name a local file after this URL; "
             "give a URL ending in a file name"
@@ -143,6 +143,20 @@ class _Progress:
 
 def download_all(config: RunConfig) -> list[ShardResult]:
     """Download every shard (at most ``workers`` at once); fail after all others have finished."""
+    results, failures = download_each(config)
+    if failures:
+        raise _failed_error(failures, len(results) + len(failures))
+    return results
+
+
+def _failed_error(failures: list[tuple[str, str]], shards: int) -> DownloadError:
+    for _, message in failures[1:]:
+        log.error("%s", message)
+    return DownloadError(f"{len(failures)} of {shards} shards failed; first: {failures[0][1]}")
+
+
+def download_each(config: RunConfig) -> tuple[list[ShardResult], list[tuple[str, str]]]:
+    """Download every shard; the results of those that finished and ``(url, error)`` of the rest."""
     names = [shard_name(url) for url in config.urls]
     seen: dict[str, str] = {}
     for url, name in zip(config.urls, names, strict=True):
@@ -177,7 +191,7 @@ def download_all(config: RunConfig) -> list[ShardResult]:
         progress.update(n)
 
     results: dict[str, ShardResult] = {}
-    failures: list[str] = []
+    failures: list[tuple[str, str]] = []
     try:
         with ThreadPoolExecutor(
             max_workers=max(1, config.workers), thread_name_prefix="feedline-dl"
@@ -188,7 +202,7 @@ def download_all(config: RunConfig) -> list[ShardResult]:
                     try:
                         results[url] = future.result()
                     except FeedlineError as exc:
-                        failures.append(str(exc))
+                        failures.append((url, str(exc)))
             except BaseException:
                 stop.set()
                 for future in futures.values():
@@ -196,11 +210,7 @@ def download_all(config: RunConfig) -> list[ShardResult]:
                 raise
     finally:
         progress.close()
-    if failures:
-        for message in failures[1:]:
-            log.error("%s", message)
-        raise DownloadError(f"{len(failures)} of {len(unique)} shards failed; first: {failures[0]}")
-    return [results[url] for url in unique]
+    return [results[url] for url in unique if url in results], failures
 
 
 def count_documents(path: str, skip_bad_lines: bool) -> tuple[int, int]:
@@ -295,7 +305,7 @@ def kept_paths(corpus: list[tuple[ShardResult, ShardEntry]], folder: Path) -> li
 def run(config: RunConfig) -> Path:
     """Download, count or dedup, and write the manifest last; returns the manifest's path."""
     started = time.time()
-    results = download_all(config)
+    results, failures = download_each(config)
     entries = [
         ShardEntry(
             url=r.url,
@@ -318,6 +328,13 @@ def run(config: RunConfig) -> Path:
         "fsync": config.fsync,
         "dedup": None,
     }
+    if failures:
+        # The shards that did finish are on disk, verified: record them (no counts or dedup,
+        # which need the whole corpus) and the failures, then fail. A rerun resumes the rest
+        # and replaces this manifest with the complete one.
+        failed = [{"url": redact_text(url), "error": redact_text(message)} for url, message in failures]
+        emit_manifest(config.manifest, entries, parameters=parameters, started_at=started, failed=failed)
+        raise _failed_error(failures, len(results) + len(failures))
     verdicts: VerdictWriter | None = None
     if config.dedup is not None and corpus:
         from feedline.dedup.engine import Deduplicator
