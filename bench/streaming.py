@@ -324,7 +324,8 @@ def main() -> int:
                         "map-style": (run_map, str(local)), "lerobot": (run_lerobot, str(local))}
                 for kind, (run, where) in runs.items():
                     results[kind] = run(where, args)
-                    print(f"  {kind}: {json.dumps(results[kind], default=str)}", flush=True)
+                    if results[kind] is not None:
+                        print(f"  {kind}: {json.dumps(results[kind], default=str)}", flush=True)
                 seq, stream = results["sequential"], results["streaming"]
                 lerobot = results["lerobot"]
                 m = stream["metrics"]
