@@ -315,3 +315,66 @@ def test_streams_mix_in_parallel_processes(tmp_path):
     report = run_mix(streams, processes=2)
     assert [s.kept for s in report.streams] == [3, 3]
     assert [r["id"] for r in read_jsonl(tmp_path / "out" / "b-0000.jsonl.gz")] == ["b3", "b4", "b5"]
+
+
+# ---- configuration mistakes are said, not ignored --------------------------------------------------
+
+def _two_stream_corpus(root: Path) -> dict:
+    docs = [{"id": f"d{i}", "text": f"text {i}"} for i in range(10)]
+    write_jsonl(root / "documents" / "a.jsonl", docs)
+    write_jsonl(root / "attributes" / "e" / "a.jsonl",
+                [{"id": d["id"], "attributes": {"e__t__a": [[0, 1, i % 3]]}} for i, d in enumerate(docs)])
+    config = stream(root, filter={"exclude": ["$.attributes[?(@.e__t__a[0][2] == 0)]",
+                                              "$.attributes[?(@.e__t__a[0][2] == 1)]"]})
+    second = dict(config["streams"][0], name="other")
+    config["streams"].append(second)
+    return config
+
+
+def test_unknown_keys_are_errors_naming_the_key(tmp_path):
+    config = _two_stream_corpus(tmp_path)
+    path = tmp_path / "mix.json"
+    path.write_text(json.dumps({**config, "procesess": 4}))
+    proc = run_feedline("mix", str(path), check=False)
+    assert proc.returncode == 1 and "unknown key 'procesess'" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()
+    for section, key in (("filter", "exlude"), ("output", "max_size_bytes")):
+        bad = json.loads(json.dumps(config))
+        bad["streams"][0][section] = {**(bad["streams"][0].get(section) or {}), key: []}
+        with pytest.raises(CurateError, match=f"unknown keys in `{section}`: \\['{key}'\\]"):
+            parse_config(bad)
+    with pytest.raises(CurateError, match="work_dir"):
+        parse_config({**config, "work_dir": "/tmp/x"})
+    with pytest.raises(CurateError, match="processes must be an integer >= 1"):
+        parse_config({**config, "processes": 0})
+
+
+def test_config_processes_is_used_and_removals_are_counted(tmp_path, monkeypatch):
+    import feedline.curate.mixer as mixer
+    from feedline.cli import main
+
+    config = _two_stream_corpus(tmp_path)
+    path = tmp_path / "mix.json"
+    path.write_text(json.dumps({**config, "processes": 2}))
+    used = []
+    real = mixer.run_mix
+    monkeypatch.setattr(mixer, "run_mix", lambda streams, processes=1: used.append(processes) or real(streams, 1))
+    assert main(["mix", str(path)]) == 0
+    assert main(["mix", str(path), "--processes", "1"]) == 0
+    assert used == [2, 1]
+    proc = run_feedline("mix", str(path))
+    out = proc.stdout
+    assert "mix: kept 3 of 10 documents" in out
+    assert "mix:   removed 4 by exclude $.attributes[?(@.e__t__a[0][2] == 0)]" in out
+    assert "mix:   removed 3 by exclude $.attributes[?(@.e__t__a[0][2] == 1)]" in out
+
+
+def test_filter_on_an_attribute_no_row_has_is_warned_with_the_count(tmp_path):
+    config = _two_stream_corpus(tmp_path)
+    config["streams"] = config["streams"][:1]
+    config["streams"][0]["filter"] = {"exclude": ["$.attributes[?(@.e__t__typo[0][2] == 0)]"]}
+    path = tmp_path / "mix.json"
+    path.write_text(json.dumps(config))
+    proc = run_feedline("mix", str(path))
+    assert "kept 10 of 10" in proc.stdout
+    assert "attribute 'e__t__typo', which none of the 10 documents has" in proc.stderr, proc.stderr

@@ -37,12 +37,18 @@ def cmd_tag(args: argparse.Namespace) -> int:
 
 
 def cmd_mix(args: argparse.Namespace) -> int:
-    from feedline.curate.mixer import load_config, run_mix
+    from feedline.curate.mixer import load_mix, run_mix
 
-    check_int("--processes", args.processes, minimum=1, error=CurateError)
-    config = load_config(args.config)
-    for line in run_mix(config, processes=args.processes).lines():
+    if args.processes is not None:
+        check_int("--processes", args.processes, minimum=1, error=CurateError)
+    config, processes = load_mix(args.config)
+    # --processes wins over the config's `processes`, which wins over 1
+    report = run_mix(config, processes=args.processes or processes or 1)
+    for line in report.lines():
         print(line)
+    for stream in report.streams:
+        for warning in stream.warnings:
+            print(f"feedline: warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -85,7 +91,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="filter documents by their attributes (Dolma mix config) into size-capped shards",
     )
     p.add_argument("config", help="YAML or JSON mixer config (Dolma's `streams` schema)")
-    p.add_argument("--processes", type=int, default=1, help="streams/shards mixed in parallel")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="streams mixed in parallel (default: the config's `processes`, else 1)",
+    )
     p.set_defaults(func=cmd_mix)
 
     p = subparsers.add_parser("list-taggers", help="every registered tagger and what it measures")

@@ -32,6 +32,14 @@ log = logging.getLogger("feedline.curate")
 _EXTENSIONS = {"gz": ".jsonl.gz", "zst": ".jsonl.zst", "": ".jsonl"}
 DEFAULT_SHARD_BYTES = 1 << 30  # a shard closes at 1 GiB compressed unless output.max_size_in_bytes says
 _STREAM_KEYS = {"name", "documents", "attributes", "filter", "span_replacement", "output", "compression"}
+#: Top-level keys of Dolma's mixer config; ``work_dir`` is accepted with a warning that it is unused.
+_TOP_KEYS = {"streams", "processes", "work_dir"}
+_FILTER_KEYS = {"include", "exclude", "syntax"}
+_OUTPUT_KEYS = {"path", "max_size_in_bytes", "discard_fields", "min_text_length", "compression"}
+#: ``$.attributes.name``, ``$.attributes['name']``; inside ``$.attributes[?(...)]``, ``@.name``.
+_ATTR_DIRECT = re.compile(r"\$\.attributes(?:\.([\w\-]+)|\[['\"]([^'\"]+)['\"]\])")
+_ATTR_FILTERED = re.compile(r"\$\.attributes\[\?\((.*)\)\]", re.S)
+_AT_NAME = re.compile(r"@\.([\w\-]+)")
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,15 @@ class StreamConfig:
     compression: str
 
 
+def attribute_names(expression: str) -> set[str]:
+    """The attribute names a filter expression reads (``$.attributes...``), for the check that
+    each was seen in at least one row."""
+    names = {a or b for a, b in _ATTR_DIRECT.findall(expression)}
+    for inner in _ATTR_FILTERED.findall(expression):
+        names.update(_AT_NAME.findall(inner))
+    return names
+
+
 @dataclass
 class StreamReport:
     name: str
@@ -71,6 +88,8 @@ class StreamReport:
     kept: int = 0
     shards: list[str] = field(default_factory=list)
     bytes_written: int = 0
+    removed: dict[str, int] = field(default_factory=dict)  # filter -> documents it removed
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -82,10 +101,23 @@ class MixReport:
         for s in self.streams:
             yield (f"{s.name}: kept {s.kept:,} of {s.documents:,} documents into {len(s.shards)} shards "
                    f"({s.bytes_written:,} bytes) under {os.path.dirname(s.shards[0]) if s.shards else '-'}")
+            for rule, count in s.removed.items():
+                yield f"{s.name}:   removed {count:,} by {rule}"
+
 
 
 def load_config(path: str) -> list[StreamConfig]:
     """Parse and validate a mixer config; every JSONPath is compiled here, once."""
+    return parse_config(_read_config(path), path)
+
+
+def load_mix(path: str) -> tuple[list[StreamConfig], int | None]:
+    """The streams and the config's ``processes`` (``None`` when unset)."""
+    raw = _read_config(path)
+    return parse_config(raw, path), config_processes(raw, path)
+
+
+def _read_config(path: str) -> Any:
     try:
         with open(path, encoding="utf-8") as handle:
             raw = yaml.safe_load(handle) if path.endswith((".yaml", ".yml")) else json.load(handle)
@@ -93,12 +125,38 @@ def load_config(path: str) -> list[StreamConfig]:
         raise CurateError(f"{path}: no such mixer config") from None
     except (yaml.YAMLError, ValueError) as exc:
         raise CurateError(f"{path}: not valid YAML/JSON ({exc})") from None
-    return parse_config(raw, path)
+    return raw
+
+
+def config_processes(raw: Any, where: str = "mixer config") -> int | None:
+    """The config's ``processes`` (Dolma's key), or ``None`` when it does not set one."""
+    value = raw.get("processes") if isinstance(raw, dict) else None
+    if value is None:
+        return None
+    return check_int(f"{where}: processes", value, minimum=1, error=CurateError)
 
 
 def parse_config(raw: Any, where: str = "mixer config") -> list[StreamConfig]:
     if not isinstance(raw, dict) or not isinstance(raw.get("streams"), list) or not raw["streams"]:
         raise CurateError(f"{where}: needs a non-empty `streams` list")
+    unknown = set(raw) - _TOP_KEYS
+    if unknown:
+        raise CurateError(
+            f"{where}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, sorted(unknown)))} "
+            f"(known: {', '.join(sorted(_TOP_KEYS))})"
+        )
+    work_dir = raw.get("work_dir")
+    if work_dir is not None:
+        # Dolma stages inputs and outputs in work_dir; feedline reads in place and writes each
+        # shard atomically, so it has no use for one. Accepted (Dolma configs carry it) and said.
+        if not isinstance(work_dir, dict) or set(work_dir) - {"input", "output"}:
+            raise CurateError(f"{where}: `work_dir` must be a mapping with `input` and/or `output`")
+        log.warning(
+            "%s: work_dir is not used: feedline reads documents in place and writes each shard "
+            "atomically to output.path",
+            where,
+        )
+    config_processes(raw, where)
     streams = []
     for i, stream in enumerate(raw["streams"]):
         at = f"{where}: streams[{i}]"
@@ -107,6 +165,10 @@ def parse_config(raw: Any, where: str = "mixer config") -> list[StreamConfig]:
         unknown = set(stream) - _STREAM_KEYS
         if unknown:
             raise CurateError(f"{at}: unknown keys {sorted(unknown)}")
+        for section, known in (("filter", _FILTER_KEYS), ("output", _OUTPUT_KEYS)):
+            value = stream.get(section)
+            if isinstance(value, dict) and set(value) - known:
+                raise CurateError(f"{at}: unknown keys in `{section}`: {sorted(set(value) - known)}")
         for key in ("name", "documents", "output"):
             if key not in stream:
                 raise CurateError(f"{at}: missing `{key}`")
@@ -181,6 +243,16 @@ def _replacement(raw: Any, at: str) -> SpanReplacement:
         min_score=float(raw["min_score"]) if "min_score" in raw else None,
         max_score=float(raw["max_score"]) if "max_score" in raw else None,
     )
+
+
+def removed_by(row: dict[str, Any], stream: StreamConfig) -> str | None:
+    """``None`` when :func:`keep` keeps ``row``; otherwise the filter that removed it."""
+    if stream.include and not any(p.matches(row) for p in stream.include):
+        return "include (no include matched)"
+    for p in stream.exclude:
+        if p.matches(row):
+            return f"exclude {p.text}"
+    return None
 
 
 def keep(row: dict[str, Any], stream: StreamConfig) -> bool:
@@ -296,6 +368,11 @@ def mix_stream(stream: StreamConfig) -> StreamReport:
     report = StreamReport(stream.name)
     writer = _ShardWriter(stream)
     discard = stream.discard_fields
+    removed: dict[str, int] = {}
+    wanted = {
+        name: p.text for p in (*stream.include, *stream.exclude) for name in attribute_names(p.text)
+    }
+    seen: set[str] = set()
     try:
         for doc_path in files.expand(stream.documents):
             attr_paths = [attribute_path(doc_path, exp) for exp in stream.attributes]
@@ -313,11 +390,19 @@ def mix_stream(stream: StreamConfig) -> StreamReport:
                         raise CurateError(f"{doc_path}: line {line_no}: invalid JSON ({exc})") from None
                     if attr_readers:
                         _merge_attributes(row, attr_readers, attr_paths, doc_path, line_no)
-                    if not keep(row, stream):
+                    if wanted and len(seen) < len(wanted):
+                        attrs = row.get("attributes")
+                        if isinstance(attrs, dict):
+                            seen.update(name for name in wanted if name in attrs)
+                    why = removed_by(row, stream)
+                    if why is not None:
+                        removed[why] = removed.get(why, 0) + 1
                         continue
                     if stream.span_replacement and isinstance(row.get("text"), str):
                         row["text"] = replace_spans(row["text"], row, stream.span_replacement)
                     if stream.min_text_length and len(row.get("text") or "") < stream.min_text_length:
+                        why = f"output.min_text_length {stream.min_text_length}"
+                        removed[why] = removed.get(why, 0) + 1
                         continue
                     metadata = row.get("metadata")
                     if not isinstance(metadata, dict):
@@ -332,12 +417,23 @@ def mix_stream(stream: StreamConfig) -> StreamReport:
                         raise AlignmentError(
                             f"{path} has more rows than {doc_path} ({line_no}): attribute file does not match"
                         )
+        # Dolma's semantics: a missing attribute is "no match", and rows may lack one. A name no
+        # row has at all is most likely a typo, so it is said (with the count) rather than silent.
+        for name in sorted(set(wanted) - seen):
+            if report.documents:
+                message = (
+                    f"stream {stream.name!r}: filter {wanted[name]!r} reads attribute {name!r}, which "
+                    f"none of the {report.documents:,} documents has "
+                    f"(attributes: {', '.join(stream.attributes) or 'none listed'}); it matched nothing"
+                )
+                report.warnings.append(message)  # said by the caller (workers may not log)
         writer.finish()
     except BaseException:
         writer.abort()
         raise
     report.shards = writer.shards
     report.bytes_written = writer.bytes_written
+    report.removed = removed
     return report
 
 
