@@ -317,6 +317,7 @@ def run(config: RunConfig) -> Path:
             reused_bytes=r.reused_bytes,
             fetched_bytes=r.fetched_bytes,
             restarts=r.restarts,
+            resume=r.resume,
         )
         for r in results
     ]
@@ -332,8 +333,10 @@ def run(config: RunConfig) -> Path:
         # The shards that did finish are on disk, verified: record them (no counts or dedup,
         # which need the whole corpus) and the failures, then fail. A rerun resumes the rest
         # and replaces this manifest with the complete one.
+        # With none finished there is nothing to record: no manifest, as before.
         failed = [{"url": redact_text(url), "error": redact_text(message)} for url, message in failures]
-        emit_manifest(config.manifest, entries, parameters=parameters, started_at=started, failed=failed)
+        if entries:
+            emit_manifest(config.manifest, entries, parameters=parameters, started_at=started, failed=failed)
         raise _failed_error(failures, len(results) + len(failures))
     verdicts: VerdictWriter | None = None
     if config.dedup is not None and corpus:
