@@ -113,7 +113,7 @@ def test_temp_of_a_checkpoint_save_killed_midway_is_removed_on_resume(nginx_serv
     result = download_shard(url, dest)
     assert_done(dest, data, result)
     assert result.reused_bytes == 3 * MiB
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".stale.bin.lock", "stale.bin"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stale.bin"]  # no temp, no lock left
 
 
 def test_unverified_tail_longer_than_checkpoint_is_dropped(nginx_server, tmp_path):
@@ -495,3 +495,59 @@ def test_successful_download_leaves_no_lock_file(nginx_server, tmp_path):
     result = download_shard(f"{nginx_server.url}/nolock.bin", dest)
     assert_done(dest, data, result)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shard-0.bin"]
+
+
+def test_same_size_replacement_within_the_same_second_never_splices(nginx_server, fault_proxy, tmp_path):
+    """nginx's ETag is mtime seconds + size: a same-size file put in place within the same
+    second keeps it, so If-Range matches; the read-back sample of the kept prefix catches it."""
+    old = serve(nginx_server, "samesec.bin")
+    path = nginx_server.root / "samesec.bin"
+    stamp = time.time_ns() + 3_000_000_000  # "modified" as the first bytes are fetched
+    os.utime(path, ns=(stamp, stamp))
+    url = f"{fault_proxy.url}/samesec.bin"
+    dest = tmp_path / "samesec.bin"
+    fault_proxy.add_fault("drop", after_bytes=3 * MiB)
+    with pytest.raises(DownloadError):
+        download_shard(url, dest, retry=RetryPolicy(attempts=1), checkpoint_bytes=MiB)
+    ckpt = Checkpoint.load(checkpoint_path(dest))
+    assert ckpt is not None and ckpt.verified_bytes >= MiB and ckpt.fetched_at is not None
+    assert part_path(dest).read_bytes()[: ckpt.verified_bytes] == old[: ckpt.verified_bytes]
+    before = HttpRangeClient().head(url)
+    new = os.urandom(SIZE)
+    path.write_bytes(new)
+    os.utime(path, ns=(stamp, stamp))
+    assert HttpRangeClient().head(url).etag == before.etag  # the validator cannot tell
+    fault_proxy.clear()
+    result = download_shard(url, dest)
+    assert_done(dest, new, result)
+    assert result.reused_bytes == 0 and result.restarts >= 1 and result.resume is None
+
+
+def test_resume_records_what_it_relied_on(nginx_server, fault_proxy, tmp_path):
+    data = serve(nginx_server, "relied.bin")
+    url = f"{nginx_server.url}/relied.bin"
+    dest = tmp_path / "relied.bin"
+    ckpt = leave_partial(url, dest, data, 3 * MiB)  # an older checkpoint: no fetched_at
+    result = download_shard(url, dest)
+    assert_done(dest, data, result)
+    assert result.reused_bytes == 3 * MiB
+    assert result.resume == {
+        "validator": f"If-Range ETag {ckpt.etag}",
+        "verified_prefix_bytes": 3 * MiB,
+        "prefix_sample_bytes": 0,
+        "expected_sha256": False,
+        "modified_before_fetch_s": None,
+    }
+    # A fresh partial of an object modified just now is read back before resuming.
+    fresh = serve(nginx_server, "relied2.bin")
+    stamp = time.time_ns() + 3_000_000_000
+    os.utime(nginx_server.root / "relied2.bin", ns=(stamp, stamp))
+    url = f"{fault_proxy.url}/relied2.bin"
+    dest = tmp_path / "relied2.bin"
+    fault_proxy.add_fault("drop", after_bytes=3 * MiB)
+    with pytest.raises(DownloadError):
+        download_shard(url, dest, retry=RetryPolicy(attempts=1), checkpoint_bytes=MiB)
+    fault_proxy.clear()
+    result = download_shard(url, dest)
+    assert_done(dest, fresh, result)
+    assert result.reused_bytes >= MiB and result.resume["prefix_sample_bytes"] == 64 * 1024 + 4 * 4096

@@ -39,6 +39,7 @@ class Checkpoint:
     etag: str | None = None
     last_modified: str | None = None
     version_id: str | None = None
+    fetched_at: float | None = None  # epoch seconds when byte 0 of these bytes was requested
     schema: int = CHECKPOINT_SCHEMA
     updated_at: str = ""
 
@@ -84,6 +85,7 @@ class Checkpoint:
                 etag=_optional_str(raw.get("etag")),
                 last_modified=_optional_str(raw.get("last_modified")),
                 version_id=_optional_str(raw.get("version_id")),
+                fetched_at=None if raw.get("fetched_at") is None else float(raw["fetched_at"]),
                 updated_at=str(raw.get("updated_at", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:

@@ -28,8 +28,11 @@ from typing import Any
 from feedline.acquire.checkpoint import Checkpoint, hash_prefix, remove_quietly
 from feedline.acquire.errors import DownloadError
 from feedline.acquire.sources import Body, Source, open_source
+from feedline.errors import FeedlineError
 from feedline.io import RangeError, TransientError, process_lock
 from feedline.io.atomic import install, remove_stale_temps
+from feedline.io.http.client import http_date_to_epoch
+from feedline.io.http.headers import strong_etag
 from feedline.io.retry import DEFAULT_RETRY, RetryPolicy
 from feedline.validate import check_int
 
@@ -43,6 +46,12 @@ HASH_BUFFERS = 4  # read-ahead ring: the hash thread may lag the network by this
 #: An attempt that ends in a failure counts as progress (resetting the failure count) only when
 #: it moved the verified offset this far: a server trickling a few bytes per attempt is failing.
 PROGRESS_BYTES = 64 << 10
+#: A prefix fetched less than this long after the object's Last-Modified may belong to a
+#: version replaced within the same second (same date, same nginx ETag): it is read back first.
+SAME_SECOND_MARGIN_S = 2.0
+PREFIX_SAMPLE_BYTES = 64 << 10  # read back before a resume: the tail of the kept prefix ...
+PREFIX_SAMPLE_BLOCK = 4 << 10  # ... and this much at each of
+PREFIX_SAMPLE_BLOCKS = 4  # spots spread over the rest of it
 MAX_RESTARTS = 3  # a source that changes under us more often than this is not downloadable now
 
 
@@ -61,6 +70,22 @@ class ShardResult:
     last_modified: str | None
     seconds: float
     already_complete: bool = False
+    #: What a resume relied on (``None`` for a download from byte 0): the validator sent with
+    #: If-Range, how many bytes of the kept prefix were compared with the server's, and whether
+    #: an expected sha256 was given.
+    resume: dict[str, Any] | None = None
+
+
+def _sample_ranges(offset: int) -> list[tuple[int, int]]:
+    """The prefix blocks read back before a resume: the tail right before ``offset`` and
+    ``PREFIX_SAMPLE_BLOCKS`` blocks spread evenly over the rest."""
+    tail = (max(0, offset - PREFIX_SAMPLE_BYTES), offset)
+    block = min(PREFIX_SAMPLE_BLOCK, tail[0])
+    spread = [] if block <= 0 else [
+        (s, s + block) for s in sorted({i * (tail[0] - block) // max(PREFIX_SAMPLE_BLOCKS - 1, 1)
+                                        for i in range(PREFIX_SAMPLE_BLOCKS)})
+    ]
+    return [*spread, tail]
 
 
 def checkpoint_path(dest: Path) -> Path:
@@ -188,6 +213,7 @@ class _Download:
         self.fetched = 0
         self.restarts = 0
         self.reused = 0
+        self.resume: dict[str, Any] | None = None
         self.hasher: Any = hashlib.sha256()
         self.views = [memoryview(buffer)] + [
             memoryview(bytearray(len(buffer))) for _ in range(HASH_BUFFERS - 1)
@@ -311,11 +337,64 @@ class _Download:
                         self.part,
                         on_disk - ckpt.verified_bytes,
                     )
-                log.info("%s: resuming at verified byte %d", self.dest, ckpt.verified_bytes)
-                return ckpt.verified_bytes, hasher, ckpt
+                mismatch = self._sample_prefix(ckpt)
+                if mismatch is None:
+                    log.info("%s: resuming at verified byte %d", self.dest, ckpt.verified_bytes)
+                    return ckpt.verified_bytes, hasher, ckpt
+                reason = mismatch
         log.warning("%s: %s; starting from byte 0", self.dest, reason)
         self.restarts += 1
         return 0, hashlib.sha256(), fresh
+
+    def _sample_prefix(self, ckpt: Checkpoint) -> str | None:
+        """Compare samples of the kept prefix with the server's bytes; ``None`` when they agree.
+
+        An ETag such as nginx's (mtime seconds + size) or a Last-Modified date survives a
+        same-size replacement within one second, so If-Range alone could join the old prefix to
+        the new file's tail. The last ``PREFIX_SAMPLE_BYTES`` before the offset and a few blocks
+        spread over the prefix are read back (one ranged request each) before resuming.
+        """
+        offset = ckpt.verified_bytes
+        validator = strong_etag(ckpt.etag)
+        if validator:
+            used = f"If-Range ETag {validator}"
+        elif ckpt.last_modified:
+            used = f"If-Range Last-Modified {ckpt.last_modified}"
+        else:
+            used = f"version {ckpt.version_id or ckpt.etag}"
+        self.resume = {
+            "validator": used,
+            "verified_prefix_bytes": offset,
+            "prefix_sample_bytes": 0,
+            "expected_sha256": bool(self.expected),
+        }
+        read_ranges = getattr(self.source, "read_ranges", None)
+        if read_ranges is None or offset <= 0:
+            return None  # a content-derived ETag / pinned version (S3) identifies the bytes
+        modified = http_date_to_epoch(ckpt.last_modified)
+        if ckpt.fetched_at is None or modified is None or ckpt.fetched_at - modified >= SAME_SECOND_MARGIN_S:
+            # The object had been stable for a while when its first bytes were fetched: a
+            # replacement since then has a newer date, and so a new mtime-derived ETag (RFC 9110
+            # 8.8.2.2). A checkpoint of an older feedline has no fetched_at: trusted as before.
+            self.resume["modified_before_fetch_s"] = (
+                None if ckpt.fetched_at is None or modified is None else round(ckpt.fetched_at - modified, 3)
+            )
+            return None
+        ranges = _sample_ranges(offset)
+        try:
+            remote = read_ranges(ranges)
+        except (FeedlineError, OSError) as exc:
+            return f"cannot read back a sample of the kept prefix ({exc})"
+        with open(self.part, "rb") as handle:
+            for (start, end), theirs in zip(ranges, remote, strict=True):
+                handle.seek(start)
+                if handle.read(end - start) != theirs:
+                    return (
+                        f"the server's bytes {start}-{end - 1} differ from the kept prefix although "
+                        "its validator matches (replaced within the validator's resolution)"
+                    )
+        self.resume["prefix_sample_bytes"] = sum(end - start for start, end in ranges)
+        return None
 
     # -- transfer ----------------------------------------------------------------------------
     def _transfer(self, handle: Any, offset: int, ckpt: Checkpoint) -> int:
@@ -385,6 +464,8 @@ class _Download:
 
     @staticmethod
     def _adopt(ckpt: Checkpoint, body: Body) -> None:
+        if body.start == 0 or ckpt.fetched_at is None:
+            ckpt.fetched_at = time.time()  # when these bytes began to arrive (see _sample_prefix)
         ckpt.expected_size = body.total
         ckpt.etag = body.etag
         ckpt.last_modified = body.last_modified
@@ -496,4 +577,5 @@ class _Download:
             ckpt.etag,
             ckpt.last_modified,
             time.monotonic() - self.started,
+            resume=self.resume if self.reused else None,
         )

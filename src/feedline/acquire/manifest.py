@@ -47,6 +47,7 @@ class ShardEntry:
     reused_bytes: int = 0
     fetched_bytes: int = 0
     restarts: int = 0
+    resume: dict[str, Any] | None = None  # what a resume relied on (see ShardResult.resume)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -134,6 +134,10 @@ class HttpSource:
             _drop(resp)
             raise
 
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Bytes of the object as the server has it now (the pre-resume prefix check)."""
+        return self.client.get_ranges(self.full_url, ranges)
+
     def stat(self) -> SourceInfo:
         try:
             head = self.client.head(self.full_url)
