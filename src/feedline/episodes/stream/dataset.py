@@ -167,7 +167,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             with the same meaning, and: ``image_transforms`` runs on the thread iterating the
             dataset, in schedule order; ``decoder_cache_size`` is the most open video decoders
             (one per resident episode and camera) per rank, 1/N per worker, least recently used
-            closed first (default: ``episode_pool_size`` x cameras).
+            closed first, at least one per worker (default: ``episode_pool_size`` x cameras).
     """
 
     def __init__(
@@ -203,7 +203,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self.decoded_cache_gb = float(decoded_cache_gb)
         decoders = source_options.get("decoder_cache_size")
         self._decoders_per_rank = None if decoders is None else _setting(
-            "decoder_cache_size", decoders, 1
+            "decoder_cache_size", decoders, 0
         )
         self.seed = resolve_seed(seed)
         if rank is None and world_size is None:
