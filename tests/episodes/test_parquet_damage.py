@@ -10,6 +10,7 @@ import pytest
 from feedline.episodes.errors import EpisodeFormatError
 from feedline.episodes.format import load_meta
 from feedline.episodes.parquet import EpisodeRows, read_episodes_rows, read_footer
+from feedline.episodes.stream.payload import parquet_footers
 from feedline.io import open_store
 
 META_FILE = "meta/episodes/chunk-000/file-000.parquet"
@@ -99,6 +100,9 @@ def test_damaged_data_file_names_the_file(dataset_copy, mutate):
     _one_line(err, DATA_FILE)
     with pytest.raises(EpisodeFormatError) as err:
         read_footer(store, DATA_FILE)
+    _one_line(err, DATA_FILE)
+    with pytest.raises(EpisodeFormatError) as err:  # the streaming reader's footers, read at open
+        parquet_footers(store, load_meta(store).episodes)
     _one_line(err, DATA_FILE)
 
 

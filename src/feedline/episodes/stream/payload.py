@@ -15,7 +15,6 @@ No threads here: :mod:`feedline.episodes.stream.pipeline` runs these calls on it
 
 from __future__ import annotations
 
-import io
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,13 +24,18 @@ import pyarrow.parquet as pq
 
 from feedline.episodes.assemble import EpisodeData
 from feedline.episodes.base import column_to_numpy
-from feedline.episodes.errors import EpisodeFormatError, StreamingError
+from feedline.episodes.errors import StreamingError
 from feedline.episodes.format import EpisodeTable
-from feedline.episodes.parquet import EpisodeRows, candidate_row_groups, read_episodes_rows
+from feedline.episodes.parquet import (
+    EpisodeRows,
+    candidate_row_groups,
+    read_episodes_rows,
+    read_footer,
+)
 from feedline.episodes.stream.decoded import DEFAULT_DECODED_CACHE_GB, CameraFrames, DecodedFrames
 from feedline.episodes.video.frames import VideoFrameReader
 from feedline.episodes.video.minimp4 import MiniMp4, SpanPlan, nearest_samples
-from feedline.io import NotFoundError, Store
+from feedline.io import Store
 
 __all__ = [
     "EpisodePayload",
@@ -70,21 +74,10 @@ class EpisodeSpans:
         return self.video_bytes + self.parquet_bytes
 
 
-def _unbuffered(handle: object) -> object:
-    return handle.raw if isinstance(handle, io.BufferedReader) else handle
-
-
 def parquet_footers(store: Store, table: EpisodeTable) -> dict[str, pq.FileMetaData]:
-    """Every data file's footer, read once (fetches reuse it: no footer read per episode)."""
-    out: dict[str, pq.FileMetaData] = {}
-    for path in dict.fromkeys(table.data_path):
-        try:
-            handle = store.open(path)
-        except NotFoundError:
-            raise EpisodeFormatError(f"{store.url(path)}: data file not found") from None
-        with handle:
-            out[path] = pq.ParquetFile(_unbuffered(handle)).metadata
-    return out
+    """Every data file's footer, read once (fetches reuse it: no footer read per episode); a
+    damaged file is an ``EpisodeFormatError`` naming it."""
+    return {path: read_footer(store, path) for path in dict.fromkeys(table.data_path)}
 
 
 def parquet_episode_bytes(
