@@ -1,4 +1,4 @@
-"""Executors run the same :func:`~feedline.curate.processor.run_task` anywhere.
+"""Executors run the same :func:`~feedline.curate.task.run_task` anywhere.
 
 * local, one process: in the calling process (no spawn cost, same retries and markers);
 * local, N processes: a ``spawn`` pool, tasks pickled, progress through one queue handed to
@@ -18,9 +18,9 @@ import time
 from typing import Any
 
 from feedline.curate.errors import CurateError
-from feedline.curate.processor import Task, TaskResult, run_task
 from feedline.curate.progress import Progress
 from feedline.curate.runtime import TagJob
+from feedline.curate.task import Task, TaskResult, run_task
 
 log = logging.getLogger("feedline.curate")
 
@@ -77,7 +77,10 @@ def _pool_task(args: tuple[Task, TagJob, int, int]) -> TaskResult:
     return result
 
 
-def run_local(tasks: list[Task], job: TagJob, retries: int, processes: int, skip_on_failure: bool) -> list[TaskResult]:
+def run_local(
+    tasks: list[Task], job: TagJob, retries: int, skip_on_failure: bool, *, processes: int = 1, **_: Any
+) -> list[TaskResult]:
+    """Run the tasks in this process (``processes=1``) or in a spawn pool of ``processes``."""
     progress = Progress(len(tasks))
     results: list[TaskResult] = []
     try:
@@ -140,14 +143,20 @@ def _ray_task(task: Task, job: TagJob, retries: int) -> TaskResult:
 
 
 def run_ray(
-    tasks: list[Task], job: TagJob, retries: int, address: str | None, skip_on_failure: bool
+    tasks: list[Task],
+    job: TagJob,
+    retries: int,
+    skip_on_failure: bool,
+    *,
+    ray_address: str | None = None,
+    **_: Any,
 ) -> list[TaskResult]:
     try:
         import ray
     except ImportError:
         raise CurateError("--executor ray needs Ray: pip install 'feedline[ray]'") from None
     if not ray.is_initialized():
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+        ray.init(address=ray_address, ignore_reinit_error=True, log_to_driver=False)
     # Ray itself retries tasks whose worker died (system failures); application errors come
     # back as failed TaskResults, retried inside run_task only when they are RetryableFailure.
     remote = ray.remote(num_cpus=1, max_retries=max(retries, 1))(_ray_task)
@@ -176,3 +185,7 @@ def run_ray(
         progress.close()
     log.debug("ray: %d tasks in %.1fs", len(results), time.monotonic() - started)
     return results
+
+
+#: Executor name (``feedline tag --executor``) -> the function that runs a run's pending tasks.
+EXECUTORS = {"local": run_local, "ray": run_ray}

@@ -10,7 +10,6 @@ end. When every file is already done the run is a no-op that says so.
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import hashlib
 import json
 import logging
@@ -19,41 +18,17 @@ import posixpath
 import random
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from feedline.curate import files
-from feedline.curate.errors import CurateError, RetryableFailure
-from feedline.curate.runtime import FileTagger, TagJob, attributes_root, relative_name
+from feedline.curate.errors import CurateError
+from feedline.curate.executors import EXECUTORS
+from feedline.curate.runtime import TagJob, attributes_root, relative_name
+from feedline.curate.task import MARKER_SUFFIX, Task, TaskResult
 from feedline.io.paths import is_url
 from feedline.validate import check_int
 
 log = logging.getLogger("feedline.curate")
-MARKER_SUFFIX = ".done"
-
-
-@dataclass(frozen=True)
-class Task:
-    """One input file: ``source`` the document file it reads (path or URL), ``marker`` where its
-    ``.done`` marker goes, ``base`` the common folder of the run's files."""
-
-    source: str
-    marker: str
-    base: str
-
-
-@dataclass
-class TaskResult:
-    source: str
-    ok: bool
-    documents: int = 0
-    attempts: int = 1
-    error: str = ""
-    seconds: float = 0.0
-
-    def describe(self) -> str:
-        """The error naming the file once (most errors already start with the file's name)."""
-        return self.error if self.error.startswith(self.source) else f"{self.source}: {self.error}"
 
 
 @dataclass
@@ -125,54 +100,6 @@ def marker_matches(marker: str, signature: dict[str, object]) -> bool:
         return False
 
 
-# ---- worker side --------------------------------------------------------------------------
-
-_WORKER_TAGGERS: dict[TagJob, FileTagger] = {}
-
-
-def _tagger_for(job: TagJob) -> FileTagger:
-    tagger = _WORKER_TAGGERS.get(job)
-    if tagger is None:
-        tagger = _WORKER_TAGGERS[job] = FileTagger(job)
-    return tagger
-
-
-def run_task(task: Task, job: TagJob, retries: int, progress: Callable[[int], None] | None = None) -> TaskResult:
-    """Tag one file with retries on :class:`RetryableFailure`, then write its marker.
-
-    Never raises for a failure of the file itself: the result carries the error, so every
-    executor (in-process, spawn pool, Ray) reports failures the same way.
-    """
-    started = time.monotonic()
-    attempts = 0
-    while True:
-        attempts += 1
-        try:
-            documents = _tagger_for(job).tag_file(task.source, task.base, progress)
-            marker = {
-                "job": job.signature(),
-                "source": task.source,
-                "documents": documents,
-                "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            }
-            files.write_small(task.marker, json.dumps(marker, sort_keys=True).encode() + b"\n")
-            return TaskResult(task.source, True, documents, attempts, seconds=time.monotonic() - started)
-        except RetryableFailure as exc:
-            if attempts > retries:
-                return TaskResult(task.source, False, 0, attempts, f"{exc} (after {attempts} attempts)",
-                                  time.monotonic() - started)
-            log.warning("%s: retrying after: %s", task.source, exc)
-            time.sleep(min(0.5 * 2 ** (attempts - 1), 10.0))
-        except CurateError as exc:
-            return TaskResult(task.source, False, 0, attempts, str(exc), time.monotonic() - started)
-        except Exception as exc:  # a bug in a tagger or reader: report it with the file name
-            return TaskResult(task.source, False, 0, attempts, f"{type(exc).__name__}: {exc}",
-                              time.monotonic() - started)
-
-
-# ---- parent side --------------------------------------------------------------------------
-
-
 def run_tag(
     documents: list[str],
     job: TagJob,
@@ -220,16 +147,11 @@ def run_tag(
         log.info("%s: corpus pass over %d files", tagger_class.name, len(sources))
         tagger_class.prepare_corpus(sources, metadata)
     random.Random(seed).shuffle(pending)  # spreads big files out for a steadier ETA; output order is unaffected
-    if executor == "ray":
-        from feedline.curate.executors import run_ray
-
-        results = run_ray(pending, job, retries, ray_address, skip_on_failure)
-    elif executor == "local":
-        from feedline.curate.executors import run_local
-
-        results = run_local(pending, job, retries, processes, skip_on_failure)
-    else:
-        raise CurateError(f"unknown executor {executor!r}: use local or ray")
+    run_executor = EXECUTORS.get(executor)
+    if run_executor is None:
+        raise CurateError(f"unknown executor {executor!r}: use one of {', '.join(EXECUTORS)}")
+    results = run_executor(pending, job, retries, skip_on_failure, processes=processes,
+                           ray_address=ray_address)
     for result in results:
         (report.processed if result.ok else report.failed).append(result)
     report.seconds = time.monotonic() - started
