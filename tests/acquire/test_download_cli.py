@@ -22,6 +22,7 @@ import pytest
 
 from feedline.acquire.checkpoint import Checkpoint
 from feedline.acquire.download import checkpoint_path, part_path
+from tests.cli import run_feedline, start_feedline
 
 BIG = 32 << 20
 TRIALS = 20
@@ -29,25 +30,11 @@ SLOW_TRIALS = 40
 
 
 def feedline(*args: str, env: dict[str, str] | None = None, **kw) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "feedline", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, **(env or {})},
-        **kw,
-    )
+    return start_feedline(*args, env=env, **kw)
 
 
 def run_ok(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "feedline", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc
+    return run_feedline(*args, env=env, check=True)
 
 
 @pytest.fixture(scope="module")
@@ -374,12 +361,7 @@ def test_user_errors_are_one_line(tmp_path):
         (["http://127.0.0.1:9/a.bin", "--workers", "0"], "--workers must be an integer >= 1, got 0"),
         (["http://127.0.0.1:9/a.bin", "--dedup", "--num-perm", "0"], "--num-perm must be an integer >= 1, got 0"),
     ]:
-        proc = subprocess.run(
-            [sys.executable, "-m", "feedline", "download", *args, "--out", str(tmp_path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc = run_feedline("download", *args, "--out", str(tmp_path), timeout=60)
         assert proc.returncode == 1, proc.stderr
         assert (
             proc.stderr.strip().splitlines()[-1].startswith("feedline: error:")
@@ -460,12 +442,7 @@ def test_credentials_never_printed(nginx_server, tmp_path):
         [f"http://alice:{secret}@{host}/dir/?token={token}"],
     ]
     for urls in cases:
-        proc = subprocess.run(
-            [sys.executable, "-m", "feedline", "download", *urls, "--out", str(tmp_path / "o")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc = run_feedline("download", *urls, "--out", str(tmp_path / "o"), timeout=60)
         assert proc.returncode == 1 and "feedline: error:" in proc.stderr, proc.stderr
         assert secret not in proc.stderr and token not in proc.stderr, proc.stderr
     (nginx_server.root / "logged.jsonl").write_bytes(b'{"id": 1, "text": "x"}\n')
@@ -481,12 +458,7 @@ def test_credentials_never_printed(nginx_server, tmp_path):
 
 
 def test_null_byte_in_url_is_a_one_line_error(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "feedline", "download", "http://127.0.0.1:9/a%00b.bin", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_feedline("download", "http://127.0.0.1:9/a%00b.bin", "--out", str(tmp_path), timeout=60)
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.strip().startswith("feedline: error:") and len(proc.stderr.strip().splitlines()) == 1
     assert "Traceback" not in proc.stderr
@@ -496,15 +468,7 @@ def test_failed_shard_still_gets_a_manifest_of_the_others(nginx_server, tmp_path
     docs = [{"id": i, "text": f"t {i}"} for i in range(7)]
     (nginx_server.root / "good.jsonl").write_bytes(shard_bytes(docs, ""))
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "feedline", "download",
-            f"{nginx_server.url}/good.jsonl", f"{nginx_server.url}/gone.jsonl", "--out", str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_feedline("download", f"{nginx_server.url}/good.jsonl", f"{nginx_server.url}/gone.jsonl", "--out", str(out), timeout=120)
     assert proc.returncode == 1 and "1 of 2 shards failed" in proc.stderr, proc.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["complete"] is False

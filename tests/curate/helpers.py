@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 
 import zstandard
+
+from tests import cli
+from tests.cli import feedline_argv as feedline_cmd  # noqa: F401  (re-exported for curate tests)
 
 WORDS = ["the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "with", "as", "was", "on", "be", "by", "this", "have", "from", "or", "at", "are", "an", "not", "but", "what", "all", "were", "when", "we", "there", "can", "been", "has", "more", "if", "will", "one", "its", "about", "would"]
 
@@ -81,17 +82,9 @@ def make_corpus(root: Path, files: int = 3, docs: int = 40, seed: int = 0, prefi
     return paths
 
 
-def feedline_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "feedline", *args]
-
-
 def run_feedline(*args: str, check: bool = True, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    proc = subprocess.run(feedline_cmd(*args), capture_output=True, text=True, env=full_env, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"feedline {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+    """The suite's one CLI runner (tests/cli.py), checking the exit by default as curate's tests expect."""
+    return cli.run_feedline(*args, check=check, env=env, timeout=timeout)
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:

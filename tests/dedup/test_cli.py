@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -13,10 +11,9 @@ import zstandard
 
 from feedline.cli import main
 from feedline.dedup.engine import DedupConfig, dedup_texts
+from tests.cli import run_feedline
 
 from .planted_corpus import make_corpus
-
-FEEDLINE = str(Path(sys.executable).with_name("feedline"))
 
 
 def _write_shards(root: Path) -> tuple[list[dict], list[Path]]:
@@ -48,11 +45,7 @@ def _read_zst(path: Path) -> list[dict]:
 def test_cli_end_to_end(tmp_path: Path) -> None:
     docs, _paths = _write_shards(tmp_path / "in")
     out = tmp_path / "out"
-    result = subprocess.run(
-        [FEEDLINE, "dedup", str(tmp_path / "in" / "**" / "*.jsonl*"), "--out", str(out)],
-        capture_output=True,
-        text=True,
-    )
+    result = run_feedline("dedup", str(tmp_path / "in" / "**" / "*.jsonl*"), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert "kept" in result.stdout
     expected = dedup_texts([d["id"] for d in docs], [d["text"] for d in docs], DedupConfig())
@@ -106,9 +99,7 @@ def test_cli_errors_leave_no_partial_output(
     bad = tmp_path / "z-bad.jsonl"
     bad.write_bytes(b'{"id": "2", "text": "fine"}\n{"id": "3", "text": \n')
     out = tmp_path / "out"
-    rc = subprocess.run(
-        [FEEDLINE, "dedup", str(good), str(bad), "--out", str(out)], capture_output=True, text=True
-    )
+    rc = run_feedline("dedup", str(good), str(bad), "--out", str(out))
     assert rc.returncode == 1
     err = rc.stderr.strip().splitlines()
     assert len(err) == 1 and "z-bad.jsonl" in err[0] and "line 2" in err[0]
@@ -120,25 +111,13 @@ def test_cli_errors_leave_no_partial_output(
 
     notext = tmp_path / "notext.jsonl"
     notext.write_bytes(b'{"id": "1", "body": "x"}\n')
-    rc = subprocess.run(
-        [FEEDLINE, "dedup", str(notext), "--out", str(tmp_path / "o3")],
-        capture_output=True,
-        text=True,
-    )
+    rc = run_feedline("dedup", str(notext), "--out", str(tmp_path / "o3"))
     assert rc.returncode == 1 and "text" in rc.stderr and "notext.jsonl" in rc.stderr
     assert main(["dedup", str(notext), "--out", str(tmp_path / "o4"), "--text-field", "body"]) == 0
 
-    rc = subprocess.run(
-        [FEEDLINE, "dedup", str(tmp_path / "missing*.jsonl"), "--out", str(out)],
-        capture_output=True,
-        text=True,
-    )
+    rc = run_feedline("dedup", str(tmp_path / "missing*.jsonl"), "--out", str(out))
     assert rc.returncode == 1 and "matches no file" in rc.stderr
-    rc = subprocess.run(
-        [FEEDLINE, "dedup", str(good), "--out", str(out), "--bands", "3"],
-        capture_output=True,
-        text=True,
-    )
+    rc = run_feedline("dedup", str(good), "--out", str(out), "--bands", "3")
     assert rc.returncode == 1 and "--bands and --rows" in rc.stderr
 
 

@@ -5,19 +5,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 
 from feedline.io.cli import parse_inclusive_range
 from feedline.io.errors import StoreError
+from tests.cli import run_feedline
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "feedline", *args], capture_output=True, env={**os.environ, **(env or {})}
-    )
+def run(*args: str, env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess[bytes]:
+    return run_feedline(*args, env=env, text=False, **kw)
 
 
 def test_version_and_help() -> None:
