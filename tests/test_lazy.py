@@ -31,6 +31,8 @@ def test_every_exported_name_resolves_and_is_listed(face: str) -> None:
         ("feedline.dedup", ["numpy"]),
         ("feedline.curate", ["msgspec", "fsspec"]),
         ("feedline.episodes", ["torch", "av", "pyarrow"]),
+        # a local-only tagging worker reads and writes files without the HTTP client or fsspec
+        ("feedline.curate.files", ["fsspec", "urllib3", "http.client"]),
     ],
 )
 def test_importing_a_face_loads_nothing_heavy(face: str, heavy: list[str]) -> None:

@@ -27,8 +27,9 @@ from feedline.io.errors import (
     TransientError,
     is_transport_error,
 )
+from feedline.io.globs import expand_paths
 from feedline.io.lines import LineReader, open_input
-from feedline.io.paths import expand_paths, is_url, local_path
+from feedline.io.paths import is_url, local_path
 
 GZIP_LEVEL = 6  # zlib's default: ~3x faster than gzip.open's 9 for a few percent of size
 ZSTD_LEVEL = 3
@@ -47,7 +48,7 @@ def compression_of(path: str) -> str:
 
 def expand(patterns: list[str]) -> list[str]:
     """Every document file matching any pattern (``**`` allowed; a folder means its ``*.json*``
-    files below it), in pattern order, each once; see :func:`feedline.io.paths.expand_paths`."""
+    files below it), in pattern order, each once; see :func:`feedline.io.globs.expand_paths`."""
     return expand_paths(patterns, folder_glob=DOCUMENTS_IN_FOLDER, error=CurateError)
 
 

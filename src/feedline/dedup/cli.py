@@ -23,8 +23,9 @@ import zstandard
 
 from feedline.dedup.errors import DedupError
 from feedline.io import atomic_write
+from feedline.io.globs import expand_paths
 from feedline.io.jsonl import stream_jsonl
-from feedline.io.paths import expand_paths, is_url
+from feedline.io.paths import is_url
 
 from .engine import DEFAULT_CHUNK, DedupConfig, Deduplicator, Verdict
 

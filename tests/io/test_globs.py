@@ -1,4 +1,4 @@
-"""expand_paths: the one glob expander (curate's --documents, dedup's inputs), local and remote."""
+"""expand_paths (io.globs): the one glob expander (curate's --documents, dedup's inputs), local and remote; io.paths' URL test."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from feedline.io import StoreError
 from feedline.io.errors import IoError
-from feedline.io.paths import expand_paths, is_url, local_path
+from feedline.io.globs import expand_paths
+from feedline.io.paths import is_url, local_path
 
 
 class PartError(Exception):
