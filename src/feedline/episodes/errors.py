@@ -28,6 +28,7 @@ __all__ = [
     "SidecarError",
     "StreamingError",
     "SynthError",
+    "TrainError",
     "VideoChangedError",
 ]
 
@@ -149,3 +150,8 @@ class FrameTimestampError(SidecarError):
 
 class VideoChangedError(SidecarError):
     """A video file was replaced after the dataset was opened (its index no longer matches it)."""
+
+
+class TrainError(EpisodesError):
+    """A ``feedline train`` command that cannot run as given: a bad flag, an unreachable or missing
+    dataset, a checkpoint that cannot be resumed. Its messages name flags, never Python keywords."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from feedline.episodes.errors import TrainError
 from feedline.episodes.settings import CLI_FLAGS
-from feedline.episodes.train.errors import TrainError
 from feedline.episodes.train.flags import (
     SETTINGS,
     dataset_kwargs,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from feedline.episodes.train.errors import TrainError
+from feedline.episodes.errors import TrainError
 from feedline.episodes.train.order import ORDER_FILE, DataOrder, load_data_order, save_data_order
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from feedline.episodes.train.errors import TrainError
+from feedline.episodes.errors import TrainError
 from feedline.episodes.train.source import check_source, source_url
 
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from feedline.episodes.train.errors import TrainError
+from feedline.episodes.errors import TrainError
 from feedline.episodes.train.flags import TrainArgs, dataset_kwargs, storage_kwargs
 from feedline.episodes.train.metrics import ReaderMetrics, tracker_class
 from feedline.episodes.train.order import DataOrder, load_data_order, save_data_order

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from feedline.episodes.train.errors import TrainError
+from feedline.episodes.errors import TrainError
 
 INSTALL_HINT = "feedline train needs LeRobot: pip install 'feedline[lerobot]' (Python >= 3.12)"
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from feedline.episodes.errors import TrainError
 from feedline.episodes.settings import CLI_FLAGS
-from feedline.episodes.train.errors import TrainError
 
 __all__ = ["SETTINGS", "Setting", "TrainArgs", "settings_help", "split_args", "train_message"]
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from feedline.episodes.train.errors import TrainError
+from feedline.episodes.errors import TrainError
 from feedline.io.atomic import atomic_write
 
 __all__ = ["ORDER_FILE", "DataOrder", "load_data_order", "save_data_order"]

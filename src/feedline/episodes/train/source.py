@@ -13,7 +13,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from feedline.episodes.train.errors import TrainError
+from feedline.episodes.errors import TrainError
 from feedline.io import open_store
 from feedline.io.errors import AccessDeniedError, NotFoundError
 from feedline.io.http.client import redact
