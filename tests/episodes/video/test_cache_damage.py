@@ -32,20 +32,6 @@ VIDEOS = sorted(f"videos/{name}" for name in factory.CORPUS)
 REVISION = "main"
 
 
-@pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("damage-src")
-    factory.build_corpus(folder)
-    return folder
-
-
-@pytest.fixture
-def root(source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private copy of the corpus and a private FEEDLINE_HOME per test."""
-    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
-    return Path(shutil.copytree(source, tmp_path / "root"))
-
-
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 

@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from feedline.episodes.video.index import (
     IndexProvider,
@@ -22,21 +21,6 @@ from feedline.io import open_store
 from tests.episodes import mp4_factory as factory
 
 VIDEOS = sorted(f"videos/{name}" for name in factory.CORPUS)
-
-
-@pytest.fixture(scope="module")
-def corpus_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("index-src")
-    factory.build_corpus(root)
-    return root
-
-
-@pytest.fixture
-def root(corpus_src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
-    target = tmp_path / "root"
-    shutil.copytree(corpus_src, target)
-    return target
 
 
 def test_smallest_exact_dtype() -> None:

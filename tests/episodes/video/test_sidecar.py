@@ -34,13 +34,6 @@ from tests.episodes import mp4_factory as factory
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def corpus_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("sidecar-src")
-    factory.build_corpus(root)
-    return root
-
-
 @pytest.fixture
 def root(corpus_src: Path, tmp_path: Path) -> Path:
     """A private copy per test (tests replace videos)."""

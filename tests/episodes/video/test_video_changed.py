@@ -15,17 +15,9 @@ from feedline.episodes.video.frames import VideoFrameReader
 from feedline.episodes.video.minimp4 import plan_span
 from feedline.episodes.video.mp4.table import read_table
 from feedline.io import open_store
-from tests.episodes import mp4_factory as factory
 
 VIDEO = "videos/h264_multi.mp4"
 OTHER = "videos/av1_single_end.mp4"
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("changed-src")
-    factory.build_corpus(folder)
-    return folder
 
 
 def _replace(target: Path, data: bytes) -> None:
@@ -44,23 +36,23 @@ def _assert_changed(reader: VideoFrameReader, url: str) -> None:
         reader.fetch(VIDEO, plan_span(table, 0, 0))
 
 
-def test_video_replaced_on_nginx_after_open(source: Path, nginx_server, tmp_path, monkeypatch) -> None:
+def test_video_replaced_on_nginx_after_open(corpus_src: Path, nginx_server, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
     name = f"changed-{uuid.uuid4().hex[:8]}"
     served = Path(nginx_server.root) / name
-    shutil.copytree(source, served)
+    shutil.copytree(corpus_src, served)
     store = open_store(f"{nginx_server.url}/{name}")
     reader = VideoFrameReader(store, video_paths=[VIDEO], decoder_cache_size=0)
     assert reader.frames_at(VIDEO, [0.0]).shape[0] == 1
-    _replace(served / VIDEO, (source / OTHER).read_bytes())  # another video, another size
+    _replace(served / VIDEO, (corpus_src / OTHER).read_bytes())  # another video, another size
     _assert_changed(reader, store.url(VIDEO))
 
 
 @pytest.fixture
-def local(source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, VideoFrameReader]:
+def local(corpus_src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, VideoFrameReader]:
     """A private copy of the corpus, and a reader that has read one frame of VIDEO."""
     monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
-    root = Path(shutil.copytree(source, tmp_path / "root"))
+    root = Path(shutil.copytree(corpus_src, tmp_path / "root"))
     reader = VideoFrameReader(open_store(str(root)), video_paths=[VIDEO], decoder_cache_size=0)
     assert reader.frames_at(VIDEO, [0.0]).shape[0] == 1
     return root, reader
