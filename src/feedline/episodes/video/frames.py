@@ -5,7 +5,8 @@ It never downloads a whole video: the sample index comes from the MP4 sidecar (b
 revision, see :mod:`feedline.episodes.video.sidecar`), each request fetches only the GOPs holding its
 frames, and decoded frames are checked against the exact presentation ticks from the index.
 Decoded GOP spans are kept in a small LRU so neighbouring requests (consecutive samples of one
-episode) decode each GOP once.
+episode) decode each GOP once, and spans are decoded by one persistent decoder per video
+(:class:`~feedline.episodes.video.codec.SpanDecoder`), not by a container opened per span.
 
 Colour conversion (:func:`rgb_array`) goes through one reused
 :class:`av.video.reformatter.VideoReformatter` per thread: PyAV's ``to_ndarray(format=...)``
@@ -28,13 +29,13 @@ import numpy as np
 from av.video.reformatter import VideoReformatter
 
 from feedline.episodes.errors import SidecarError
+from feedline.episodes.video.codec import SpanDecoder
 from feedline.episodes.video.index import IndexProvider
 from feedline.episodes.video.minimp4 import (
     SPAN_MODES,
     MiniMp4,
     SpanPlan,
     covering_spans,
-    decode_span,
     fetch_span,
     nearest_samples,
     plan_span,
@@ -72,8 +73,9 @@ def _park_inherited_frames() -> None:
     _INHERITED_FROM_PARENT.append(_CONVERTERS)
     _CONVERTERS = threading.local()
     for reader in list(_LIVE_READERS):
-        _INHERITED_FROM_PARENT.append(reader._decoded)
+        _INHERITED_FROM_PARENT.append((reader._decoded, reader._decoders))
         reader._decoded = OrderedDict()
+        reader._decoders = OrderedDict()
         reader._lock = threading.RLock()
 
 
@@ -95,7 +97,8 @@ class VideoFrameReader:
         lock_timeout_s: seconds to wait for another process building the same sidecar.
             Default 1800.
         decoder_cache_size: decoded GOP spans kept, least recently used dropped first; 0 keeps
-            none. Default 8.
+            none. Also the most persistent decoders (one per video) kept open, at least 1.
+            Default 8.
         sidecar_workers: parallel MP4 parses when a sidecar must be built. Default 4.
         span_mode: how far each fetched span runs
             (:data:`~feedline.episodes.video.minimp4.SPAN_MODES`): ``"gop"`` (default) suits
@@ -133,12 +136,13 @@ class VideoFrameReader:
     def _init_runtime(self) -> None:
         self._tables: dict[str, SampleTable] = {}
         self._decoded: OrderedDict[tuple[str, int, int], dict[int, av.VideoFrame]] = OrderedDict()
+        self._decoders: OrderedDict[str, SpanDecoder] = OrderedDict()
         self._lock = threading.RLock()
         _LIVE_READERS.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for key in ("_tables", "_decoded", "_lock"):
+        for key in ("_tables", "_decoded", "_decoders", "_lock"):
             state.pop(key, None)
         return state
 
@@ -215,7 +219,7 @@ class VideoFrameReader:
         if pending:
             for first, last in covering_spans(table, np.asarray(pending), name, self.span_mode):
                 plan = plan_span(table, first, last)
-                decoded = decode_span(fetch_span(self.store, video_path, table, plan), name)
+                decoded = self._span_decoder(video_path).decode(fetch_span(self.store, video_path, table, plan))
                 found.update(decoded)
                 self._remember((video_path, first, last), decoded)
         return self._to_rgb(found, ticks)
@@ -247,9 +251,20 @@ class VideoFrameReader:
         with self._lock:
             decoded = self._decoded.get(key)
         if decoded is None:
-            decoded = decode_span(mini, name)
+            decoded = self._span_decoder(video_path).decode(mini)
             self._remember(key, decoded)
         return self._to_rgb(decoded, ticks)
+
+    def _span_decoder(self, video_path: str) -> SpanDecoder:
+        """The video's persistent decoder (opened on first use; least recently used closed)."""
+        with self._lock:
+            decoder = self._decoders.get(video_path)
+            if decoder is None:
+                decoder = self._decoders[video_path] = SpanDecoder(self.table(video_path), self._name(video_path))
+                while len(self._decoders) > max(1, self.decoder_cache_size):
+                    self._decoders.popitem(last=False)[1].close()
+            self._decoders.move_to_end(video_path)
+            return decoder
 
     def _to_rgb(self, frames: dict[int, av.VideoFrame], ticks: list[int]) -> np.ndarray:
         rgb: dict[int, np.ndarray] = {}
