@@ -194,15 +194,22 @@ def test_registry_errors_and_plugins(tmp_path):
         import_tagger_modules(["no.such.module_here"])
 
 
-def test_every_builtin_has_a_docstring_and_runs_on_edge_texts():
+def test_every_builtin_has_a_docstring_and_runs_on_edge_texts(request):
     for name, cls in list_taggers().items():
         if name.startswith("test_"):
             continue
+        options = {}
+        if "model" in cls.options:  # fastText taggers: the test-trained model, when the binding is here
+            try:
+                import fasttext  # noqa: F401
+            except ImportError:
+                continue
+            options["model"] = str(request.getfixturevalue("lid_model"))
         assert (cls.__doc__ or "").strip(), name
         if cls.needs_corpus_pass:  # covered in test_minhash_tagger with its corpus pass
             continue
         for text in ("", " ", "\n\n", "x", "ünïcödé 漢字\n- bullet …"):
-            out = cls().tag(Document(id="e", text=text))
+            out = cls(**options).tag(Document(id="e", text=text))
             for values in out.values():
                 for start, end, score in values:
                     assert 0 <= start <= end <= len(text), (name, text)

@@ -4,36 +4,88 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from feedline.curate.errors import CurateError
 from feedline.validate import check_int
 
+#: ``feedline tag``'s settings when neither a flag nor the config gives them.
+TAG_DEFAULTS: dict[str, Any] = {
+    "experiment": None, "destination": None, "processes": 1, "metadata": None, "retries": 0,
+    "skip_on_failure": False, "executor": "local", "ray_address": None, "tagger_modules": None,
+    "ignore_done": False, "dryrun": False, "tagger_option": None,
+}
+
+
+def tag_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Flags over ``--config`` over defaults; documents and taggers must come from one of them."""
+    from feedline.curate.tagconfig import SETTINGS, merge, read_tag_config
+
+    flags = {name: getattr(args, name, None) for name in SETTINGS}
+    settings = dict(TAG_DEFAULTS)
+    if args.config:
+        config = read_tag_config(args.config)
+        for warning in config.warnings:
+            print(f"feedline: warning: {warning}", file=sys.stderr)
+        settings.update(merge(config, flags))
+    else:
+        settings.update({k: v for k, v in flags.items() if v is not None})
+    where = f" (give --{{}} or `{{}}` in {args.config})" if args.config else " (give --{})"
+    for name in ("documents", "taggers"):
+        if not settings.get(name):
+            raise CurateError(f"no {name} to tag" + where.format(name, name))
+    if settings["executor"] not in ("local", "ray"):
+        raise CurateError(f"unknown executor {settings['executor']!r}: use local or ray")
+    return settings
+
 
 def cmd_tag(args: argparse.Namespace) -> int:
     from feedline.curate.processor import run_tag
-    from feedline.curate.runtime import TagJob
+    from feedline.curate.runtime import TagJob, parse_tagger_option
 
-    check_int("--processes", args.processes, minimum=1, error=CurateError)
-    check_int("--retries", args.retries, minimum=0, error=CurateError)
+    s = tag_settings(args)
+    check_int("--processes", s["processes"], minimum=1, error=CurateError)
+    check_int("--retries", s["retries"], minimum=0, error=CurateError)
     job = TagJob(
-        taggers=tuple(args.taggers),
-        experiment=args.experiment,
-        destination=args.destination,
-        tagger_modules=tuple(args.tagger_modules or ()),
+        taggers=tuple(s["taggers"]),
+        experiment=s["experiment"],
+        destination=s["destination"],
+        tagger_modules=tuple(s["tagger_modules"] or ()),
+        tagger_options=tuple(parse_tagger_option(o) for o in s["tagger_option"] or ()),
     )
+    if s["dryrun"]:
+        return _dry_run(s, job)
     report = run_tag(
-        args.documents,
+        s["documents"],
         job,
-        metadata=args.metadata,
-        processes=args.processes,
-        retries=args.retries,
-        skip_on_failure=args.skip_on_failure,
-        executor=args.executor,
-        ray_address=args.ray_address,
-        ignore_done=args.ignore_done,
+        metadata=s["metadata"],
+        processes=s["processes"],
+        retries=s["retries"],
+        skip_on_failure=s["skip_on_failure"],
+        executor=s["executor"],
+        ray_address=s["ray_address"],
+        ignore_done=s["ignore_done"],
     )
     print(report.summary())
     return 3 if report.failed else 0
+
+
+def _dry_run(settings: dict[str, Any], job: Any) -> int:
+    """Dolma's ``dryrun``: show what would run (settings, files, outputs), change nothing."""
+    from feedline.curate import files
+    from feedline.curate.processor import check_job, default_metadata_dir
+    from feedline.curate.runtime import plan_outputs
+
+    check_job(job)
+    sources = files.expand(settings["documents"])
+    for name in ("taggers", "experiment", "destination", "processes", "retries", "skip_on_failure",
+                 "executor", "ignore_done", "tagger_option"):
+        print(f"{name}: {settings[name]}")
+    print(f"metadata: {settings['metadata'] or default_metadata_dir(sources, job)}")
+    for src in sources:
+        print(f"{src} -> {', '.join(plan_outputs(src, job))}")
+    print(f"dry run: {len(sources)} files would be tagged; nothing was written")
+    return 0
 
 
 def cmd_mix(args: argparse.Namespace) -> int:
@@ -72,18 +124,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "documents/ (or under --destination). Finished files are recorded in --metadata and skipped "
         "on a rerun.",
     )
-    p.add_argument("--documents", nargs="+", required=True, metavar="GLOB", help="document files (globs, ** allowed)")
-    p.add_argument("--taggers", nargs="+", required=True, metavar="NAME", help="tagger names (feedline list-taggers)")
+    # Every default is None so a flag left out does not override --config (see TAG_DEFAULTS).
+    p.add_argument("--config", "-c", metavar="FILE", help="Dolma-style tag config (YAML or JSON); flags override it")
+    p.add_argument("--documents", nargs="+", metavar="GLOB", help="document files (globs, ** allowed)")
+    p.add_argument("--taggers", nargs="+", metavar="NAME", help="tagger names (feedline list-taggers)")
     p.add_argument("--experiment", help="experiment name (default: each tagger is its own experiment)")
     p.add_argument("--destination", help="attributes root (default: the documents/ segment becomes attributes/)")
-    p.add_argument("--processes", type=int, default=1, help="worker processes (default 1: in this process)")
+    p.add_argument("--processes", type=int, help="worker processes (default 1: in this process)")
     p.add_argument("--metadata", metavar="DIR", help="where .done markers go (default: <attributes root>/.feedline-tag/<experiment>)")
-    p.add_argument("--retries", type=int, default=0, help="extra attempts for a file after a retryable failure")
-    p.add_argument("--skip-on-failure", action="store_true", help="skip a failing file (reported at the end) instead of aborting")
-    p.add_argument("--executor", choices=("local", "ray"), default="local")
+    p.add_argument("--retries", type=int, help="extra attempts for a file after a retryable failure (default 0)")
+    p.add_argument("--skip-on-failure", action="store_true", default=None, help="skip a failing file (reported at the end) instead of aborting")
+    p.add_argument("--executor", choices=("local", "ray"), help="where tasks run (default local)")
     p.add_argument("--ray-address", help="Ray cluster address for --executor ray (default: RAY_ADDRESS or a local instance)")
     p.add_argument("--tagger-modules", nargs="+", metavar="MODULE", help="modules or .py paths registering more taggers")
-    p.add_argument("--ignore-done", action="store_true", help="redo files even when their .done marker exists")
+    p.add_argument("--tagger-option", action="append", metavar="TAGGER.OPTION=VALUE",
+                   help="an option for one tagger, e.g. ft_lang_id_en_doc_v2.model=lid.176.bin (repeatable)")
+    p.add_argument("--ignore-done", action="store_true", default=None, help="redo files even when their .done marker exists")
+    p.add_argument("--dryrun", action="store_true", default=None, help="print the settings and the files that would be tagged, then stop")
     p.set_defaults(func=cmd_tag)
 
     p = subparsers.add_parser(

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from feedline.curate import files
 from feedline.curate.errors import CurateError
 from feedline.curate.executors import EXECUTORS
-from feedline.curate.runtime import TagJob, attributes_root, relative_name
+from feedline.curate.runtime import TagJob, attributes_root, check_options, relative_name
 from feedline.curate.task import MARKER_SUFFIX, Task, TaskResult
 from feedline.io.paths import is_url
 from feedline.validate import check_int
@@ -100,6 +100,18 @@ def marker_matches(marker: str, signature: dict[str, object]) -> bool:
         return False
 
 
+def check_job(job: TagJob) -> None:
+    """Unknown taggers or options, a missing model or binding: said before any file is read."""
+    from feedline.curate.registry import get_tagger, import_tagger_modules
+
+    import_tagger_modules(job.tagger_modules)
+    for name in job.taggers:
+        cls = get_tagger(name)
+        options = job.options_of(name)
+        check_options(cls, options)
+        cls.preflight(options)
+
+
 def run_tag(
     documents: list[str],
     job: TagJob,
@@ -114,13 +126,11 @@ def run_tag(
     seed: int = 0,
 ) -> RunReport:
     """Tag every file matching ``documents`` (globs) with ``job``; resumable; see module doc."""
-    from feedline.curate.registry import get_tagger, import_tagger_modules
+    from feedline.curate.registry import get_tagger
 
     check_int("processes", processes, minimum=1, error=CurateError)
     check_int("retries", retries, minimum=0, error=CurateError)
-    import_tagger_modules(job.tagger_modules)
-    for name in job.taggers:
-        get_tagger(name)  # unknown names fail before any work starts
+    check_job(job)
     started = time.monotonic()
     sources = files.expand(documents)
     if metadata and is_temporary(metadata):

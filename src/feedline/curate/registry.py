@@ -72,6 +72,8 @@ BUILTIN_TAGGERS = {
                     "language"),
     "repetitions_v1": "repetition",
     "paragraph_repetitions_v1": "repetition",
+    **dict.fromkeys(("ft_lang_id_en_doc_v2", "ft_lang_id_en_paragraph_v2", "ft_lang_id_en_paragraph_with_doc_score_v2",
+                     "ft_lang_id_doc_v1", "ft_lang_id_paragraph_v1"), "fasttext_lid"),
     "minhash_near_dup_v1": "minhash",
     "random_number_v1": "random",
 }

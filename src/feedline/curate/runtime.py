@@ -41,6 +41,9 @@ class TagJob:
     #: Digest of the run's file list and sizes, set when a tagger has a corpus pass: its scores
     #: depend on every file, so markers of a different corpus do not count.
     corpus_digest: str | None = None
+    #: ``(tagger, option, value)`` triples handed to the tagger's constructor as keywords
+    #: (``--tagger-option tagger.option=value``); a tuple so the job stays hashable.
+    tagger_options: tuple[tuple[str, str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.taggers:
@@ -49,6 +52,14 @@ class TagJob:
             raise CurateError(f"a tagger is listed twice: {list(self.taggers)}")
         if self.experiment is not None:
             check_name(self.experiment, "experiment")
+        for tagger, option, _ in self.tagger_options:
+            if tagger not in self.taggers:
+                raise CurateError(f"tagger option {tagger}.{option}: {tagger!r} is not one of the job's taggers "
+                                  f"({', '.join(self.taggers)})")
+
+    def options_of(self, tagger: str) -> dict[str, str]:
+        """The constructor keywords of ``tagger`` in this job."""
+        return {option: value for name, option, value in self.tagger_options if name == tagger}
 
     def experiment_of(self, tagger: str) -> str:
         return self.experiment or tagger
@@ -60,6 +71,8 @@ class TagJob:
         }
         if self.corpus_digest:
             signature["corpus"] = self.corpus_digest
+        if self.tagger_options:  # another model file gives other scores: earlier markers do not count
+            signature["options"] = sorted(f"{t}.{o}={v}" for t, o, v in self.tagger_options)
         return signature
 
 
@@ -118,6 +131,24 @@ def plan_outputs(doc_path: str, job: TagJob, base: str = "") -> dict[str, list[s
     return outputs
 
 
+def parse_tagger_option(text: str) -> tuple[str, str, str]:
+    """``tagger.option=value`` (the CLI's ``--tagger-option``) as a triple."""
+    key, sep, value = text.partition("=")
+    tagger, dot, option = key.rpartition(".")
+    if not sep or not dot or not tagger or not option:
+        raise CurateError(f"tagger option {text!r}: expected TAGGER.OPTION=VALUE "
+                          "(e.g. ft_lang_id_en_doc_v2.model=lid.176.bin)")
+    return tagger, option, value
+
+
+def check_options(cls: type[BaseTagger], options: dict[str, str]) -> None:
+    """Every option is one the tagger declares; checked before any file is read."""
+    for option in options:
+        if option not in cls.options:
+            known = ", ".join(sorted(cls.options)) or "none"
+            raise CurateError(f"tagger {cls.name!r} has no option {option!r} (its options: {known})")
+
+
 class _Output:
     """One attribute file being written and the taggers (with key prefixes) feeding it."""
 
@@ -139,8 +170,10 @@ class FileTagger:
         self.taggers: dict[str, BaseTagger] = {}
         for name in job.taggers:
             cls = get_tagger(name)
+            options = job.options_of(name)
+            check_options(cls, options)
             try:
-                self.taggers[name] = cls()
+                self.taggers[name] = cls(**options)
             except CurateError:
                 raise
             except Exception as exc:

@@ -21,10 +21,18 @@ class BaseTagger:
     #: the processor calls ``prepare_corpus(sources, workdir)`` once before files are tagged;
     #: ``sources`` are the document files (paths or URLs) the run reads.
     needs_corpus_pass: ClassVar[bool] = False
+    #: Options the tagger's constructor takes as keywords (name -> help), set per run with
+    #: ``--tagger-option <tagger>.<name>=<value>``; values arrive as strings.
+    options: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def prepare_corpus(cls, sources: list[str], workdir: str) -> None:
         """A pass over every document of the run, before any file is tagged (default: none)."""
+
+    @classmethod
+    def preflight(cls, options: dict[str, str]) -> None:
+        """Check what the tagger needs (a model file, an optional package) before any file is
+        read, so a run fails in a second instead of in every worker (default: nothing)."""
 
     def begin_file(self, source: str, workdir: str | None) -> None:
         """Called before the first row of each file, with the document file it reads (default:
@@ -35,8 +43,13 @@ class BaseTagger:
 
     def tag(self, doc: Document) -> dict[str, list[tuple[int, int, float]]]:
         """The document's spans grouped by signal type, scores rounded to 5 decimals."""
+        return self.group(self.predict(doc).spans)
+
+    def group(self, spans: list[Span]) -> dict[str, list[tuple[int, int, float]]]:
+        """Spans by signal type in order of appearance (``defaults`` first), rounded: the one
+        place an attribute row's values are shaped."""
         grouped: dict[str, list[tuple[int, int, float]]] = {t: [] for t in self.defaults}
-        for span in self.predict(doc).spans:
+        for span in spans:
             value = (span.start, span.end, round(float(span.score), SCORE_PRECISION))
             bucket = grouped.get(span.type)
             if bucket is None:
@@ -44,7 +57,6 @@ class BaseTagger:
             else:
                 bucket.append(value)
         return grouped
-
 
     def tag_batch(self, docs: list[Document]) -> list[dict[str, list[tuple[int, int, float]]]]:
         """:meth:`tag` for consecutive rows of a file, in order. Override to vectorise across
