@@ -1,4 +1,8 @@
-"""``feedline dedup``: exact + near-duplicate removal over local JSONL shards (one global index).
+"""``feedline dedup``: exact + near-duplicate removal over JSONL shards (one global index).
+
+Two executors give the same verdicts and bytes: ``local`` (default) streams local shards through
+one :class:`~feedline.dedup.engine.Deduplicator` in this process; ``ray`` runs the staged form
+(:mod:`feedline.dedup.ray_executor`) on a Ray cluster, reads local paths or URLs, and resumes.
 
 Outputs in ``--out``: every input's kept documents as ``<relative path>.jsonl.zst`` (mirroring
 the inputs' folders below their common parent), ``verdicts.jsonl`` (``{"id", "shard",
@@ -11,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
+import posixpath
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 import orjson
 import zstandard
@@ -25,9 +30,11 @@ from feedline.dedup.errors import DedupError
 from feedline.io import atomic_write
 from feedline.io.globs import expand_paths
 from feedline.io.jsonl import stream_jsonl
-from feedline.io.paths import is_url
+from feedline.io.paths import is_url, local_path
+from feedline.validate import check_int
 
 from .engine import DEFAULT_CHUNK, DedupConfig, Deduplicator, Verdict
+from .stages import doc_id as make_doc_id
 
 SUMMARY_NAME = "dedup.json"
 VERDICTS_NAME = "verdicts.jsonl"
@@ -35,18 +42,24 @@ _SUFFIXES = (".jsonl.zst", ".jsonl.gz", ".jsonl")
 _LOG_EVERY_S = 10.0
 
 
-def expand_inputs(patterns: list[str]) -> list[Path]:
-    """Local shard files matched by the patterns (``**`` allowed), in pattern order, each once."""
+def expand_sources(patterns: list[str], *, urls: bool = False) -> list[str]:
+    """Shard files (or URLs, when ``urls``) matched by the patterns, in pattern order, each once."""
     for pattern in patterns:
-        if is_url(pattern):
+        if is_url(pattern) and not urls:
             raise DedupError(
-                f"{pattern}: feedline dedup reads local shards; fetch them first with feedline download"
+                f"{pattern}: the local executor reads local shards; use --executor ray, "
+                "or fetch them first with feedline download"
             )
     files = expand_paths(patterns, folder_glob="**/*.jsonl*", error=DedupError)
     for name in files:
-        if not name.endswith(_SUFFIXES):
+        if not name.split("?", 1)[0].endswith(_SUFFIXES):
             raise DedupError(f"{name}: not a .jsonl, .jsonl.gz or .jsonl.zst file")
-    return [Path(name) for name in files]
+    return files
+
+
+def expand_inputs(patterns: list[str]) -> list[Path]:
+    """Local shard files matched by the patterns (``**`` allowed), in pattern order, each once."""
+    return [Path(name) for name in expand_sources(patterns)]
 
 
 def _strip_suffix(name: str) -> str:
@@ -56,11 +69,19 @@ def _strip_suffix(name: str) -> str:
     return name
 
 
-def _output_names(inputs: list[Path]) -> list[str]:
-    """Relative output names that mirror the inputs below their common parent folder."""
-    absolute = [p.absolute() for p in inputs]
-    root = Path(os.path.commonpath([str(p.parent) for p in absolute]))
-    return [_strip_suffix(p.relative_to(root).as_posix()) + ".jsonl.zst" for p in absolute]
+def _output_names(inputs: list[Path] | list[str]) -> list[str]:
+    """Relative output names that mirror the inputs below their common parent folder (for a URL,
+    its host and path stand for the folder)."""
+    keys = [_name_key(str(p)) for p in inputs]
+    root = posixpath.commonpath([posixpath.dirname(k) for k in keys])
+    return [_strip_suffix(posixpath.relpath(k, root)) + ".jsonl.zst" for k in keys]
+
+
+def _name_key(source: str) -> str:
+    if is_url(source):
+        parts = urlsplit(source)
+        return "/" + parts.netloc.rsplit("@", 1)[-1] + parts.path
+    return Path(local_path(source)).absolute().as_posix()
 
 
 def _documents(path: Path, skip_bad_lines: bool) -> Iterator[dict[str, Any]]:
@@ -122,11 +143,6 @@ class _ShardRun:
         return b"".join(lines)
 
 
-def _doc_id(doc: dict[str, Any], shard: str, number: int) -> str:
-    value = doc.get("id")
-    return f"{shard}:{number}" if value is None else str(value)
-
-
 def dedup_files(
     inputs: list[Path],
     out_dir: Path,
@@ -162,7 +178,7 @@ def dedup_files(
                                 f"{text_field!r} (use --text-field)"
                             )
                         batch.append(doc)
-                        ids.append(_doc_id(doc, name, number))
+                        ids.append(make_doc_id(doc, name, number))
                         texts.append(text)
                         if len(batch) == DEFAULT_CHUNK:
                             blob = shard.flush(batch, ids, texts)
@@ -209,19 +225,47 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         seed=args.seed,
         verify=args.verify,
     )
-    inputs = expand_inputs(args.inputs)
+    ray = args.executor == "ray"
+    if not ray:
+        for flag, value in (("--ray-address", args.ray_address), ("--work-dir", args.work_dir),
+                            ("--workers", args.workers), ("--partitions", args.partitions)):
+            if value is not None:
+                raise DedupError(f"{flag} applies only with --executor ray")
+    for flag, value in (("--workers", args.workers), ("--partitions", args.partitions)):
+        if value is not None:
+            check_int(flag, value, minimum=1, error=DedupError)
     out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    summary = dedup_files(
-        inputs, out_dir, config, text_field=args.text_field, skip_bad_lines=args.skip_bad_lines
-    )
+    if ray:
+        from .ray_executor import _import_ray, run_ray_dedup
+
+        _import_ray()  # before anything is read or written: without Ray, one line and no output
+        sources = expand_sources(args.inputs, urls=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        summary = run_ray_dedup(
+            sources, _output_names(sources), out_dir, config, text_field=args.text_field,
+            skip_bad_lines=args.skip_bad_lines, workers=args.workers, ray_address=args.ray_address,
+            work_dir=Path(args.work_dir) if args.work_dir else None, partitions=args.partitions,
+        )
+    else:
+        inputs = expand_inputs(args.inputs)
+        sources = [str(p) for p in inputs]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        summary = dedup_files(
+            inputs, out_dir, config, text_field=args.text_field, skip_bad_lines=args.skip_bad_lines
+        )
     t = summary["totals"]
     p = summary["parameters"]
+    extra = ""
+    if ray:
+        stage_counts = summary["executor"]["stages"]
+        reused = sum(s["reused"] for s in stage_counts.values())
+        total = sum(s["tasks"] for s in stage_counts.values())
+        extra = f", ray: {total - reused} task(s) run, {reused} reused"
     print(
-        f"dedup: {t['documents']} documents in {len(inputs)} shard(s): kept {t['kept']}, "
+        f"dedup: {t['documents']} documents in {len(sources)} shard(s): kept {t['kept']}, "
         f"exact duplicates {t['exact_dup']}, near duplicates {t['near_dup']} "
         f"(threshold {p['threshold']}, {p['bands']}x{p['rows']} bands, verify {p['verify']}) "
-        f"-> {out_dir / SUMMARY_NAME}"
+        f"in {summary['seconds']:.1f} s{extra} -> {out_dir / SUMMARY_NAME}"
     )
     return 0
 
@@ -230,7 +274,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``feedline dedup`` to the main CLI's subparsers."""
     parser = subparsers.add_parser(
         "dedup",
-        help="remove exact and near duplicates from local JSONL shards",
+        help="remove exact and near duplicates from JSONL shards",
         description=(
             "Read .jsonl/.jsonl.gz/.jsonl.zst shards in order (first occurrence wins across all "
             "of them), drop exact duplicates (normalised text) and near duplicates (MinHash + "
@@ -255,5 +299,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--text-field", default="text", help="JSON field holding the text")
     parser.add_argument(
         "--skip-bad-lines", action="store_true", help="skip malformed JSON lines instead of failing"
+    )
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: one process, one index (default); ray: staged tasks on a Ray cluster, "
+        "resumable, inputs may be URLs (see docs/dedup.md)",
+    )
+    parser.add_argument("--workers", type=int, help="CPUs of the local Ray started by --executor ray")
+    parser.add_argument("--ray-address", help="Ray cluster to join (default: start a local one)")
+    parser.add_argument("--work-dir", help="intermediate arrays and markers (default: OUT/.dedup-work)")
+    parser.add_argument(
+        "--partitions", type=int, help="band-key partitions (default: 4 per CPU, or the work dir's)"
     )
     parser.set_defaults(func=cmd_dedup)

@@ -1,0 +1,241 @@
+"""``feedline dedup --executor ray``: the stages of :mod:`feedline.dedup.stages` as Ray tasks.
+
+Why Ray: it already schedules feedline's tagging over a cluster, retries tasks whose worker died,
+and moves nothing big between processes here (tasks exchange file names; arrays stay in the work
+dir, which must be a path every node sees). The driver only decides which tasks still lack a
+done marker, submits them, shows a bar per stage and writes the final ``verdicts.jsonl`` and
+``dedup.json``, in the same format as the one-process engine.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from feedline.dedup.errors import DedupError
+from feedline.errors import FeedlineError
+from feedline.io import atomic_write, process_lock
+from feedline.io.paths import is_url, local_path
+
+from . import stages
+from .engine import DedupConfig
+from .workdir import WorkDir
+
+WORK_DIR_NAME = ".dedup-work"
+STAGES = ("signatures", "buckets", "cluster", "resolve", "write")
+_PARTITIONS_PER_CPU = 4
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise DedupError("--executor ray needs Ray: pip install 'feedline[ray]'") from None
+    return ray
+
+
+def input_identity(source: str) -> dict[str, Any]:
+    """Size and a change stamp of one input, recorded in the work dir's parameters."""
+    if not is_url(source):
+        st = os.stat(local_path(source))
+        return {"input": source, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    from feedline.io import open_object
+
+    store, name = open_object(source)
+    try:
+        info = store.stat(name)
+    finally:
+        store.close()
+    return {"input": source, "size": info.size, "etag": info.etag or info.fingerprint}
+
+
+class _Stage:
+    """Runs one stage's pending tasks on Ray with a bar; counts run and reused tasks."""
+
+    def __init__(self, ray: Any, work: WorkDir, name: str, tty: bool) -> None:
+        self.ray = ray
+        self.work = work
+        self.name = name
+        self.tty = tty
+        self.run = 0
+        self.reused = 0
+        self.seconds = 0.0
+        self.results: list[dict[str, Any]] = []  # results of tasks run now (usage included)
+
+    def __call__(self, fn: Callable[..., dict[str, Any]], tasks: list[tuple[str, tuple[Any, ...]]]) -> list[dict[str, Any]]:
+        """``tasks``: (marker name, arguments); returns every task's marker in order."""
+        from tqdm import tqdm
+
+        started = time.monotonic()
+        markers: list[dict[str, Any] | None] = [self.work.done(marker) for marker, _ in tasks]
+        remote = self.ray.remote(num_cpus=1)(fn)
+        pending = {
+            remote.remote(*args): i for i, ((_marker, args), done) in enumerate(zip(tasks, markers, strict=True))
+            if done is None
+        }
+        self.reused = len(tasks) - len(pending)
+        bar = tqdm(total=len(tasks), initial=self.reused, desc=f"dedup {self.name}", unit="task",
+                   disable=not self.tty, leave=False)
+        try:
+            waiting = list(pending)
+            while waiting:
+                ready, waiting = self.ray.wait(waiting, num_returns=1)
+                try:
+                    result = self.ray.get(ready[0])
+                except Exception as exc:
+                    for ref in waiting:
+                        self.ray.cancel(ref)
+                    raise _task_error(self.name, exc) from None
+                markers[pending[ready[0]]] = result
+                self.results.append(result)
+                self.run += 1
+                bar.update(1)
+        finally:
+            bar.close()
+        self.seconds = time.monotonic() - started
+        if not self.tty:
+            print(f"dedup: {self.name}: {self.run} task(s) run, {self.reused} reused, "
+                  f"{self.seconds:.1f} s", file=sys.stderr)
+        return [m for m in markers if m is not None]
+
+    def report(self) -> dict[str, Any]:
+        peak = max((r["peak_rss"] for r in self.results), default=0)
+        return {"tasks": self.run + self.reused, "run": self.run, "reused": self.reused,
+                "seconds": round(self.seconds, 3), "cpu_s": round(sum(r["cpu_s"] for r in self.results), 3),
+                "peak_worker_rss": peak}
+
+
+def _task_error(stage: str, exc: Exception) -> FeedlineError:
+    """A task's own feedline error as is (one line naming the file); anything else named."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, FeedlineError):
+        return cause
+    if isinstance(exc, FeedlineError) and cause is None:
+        return exc
+    what = cause if cause is not None else exc
+    return DedupError(f"{stage} task failed: {type(what).__name__}: {str(what).splitlines()[0] if str(what) else ''}")
+
+
+def run_ray_dedup(
+    inputs: list[str],
+    names: list[str],
+    out_dir: Path,
+    config: DedupConfig,
+    *,
+    text_field: str = "text",
+    skip_bad_lines: bool = False,
+    workers: int | None = None,
+    ray_address: str | None = None,
+    work_dir: Path | None = None,
+    partitions: int | None = None,
+) -> dict[str, Any]:
+    """Deduplicate ``inputs`` (local paths or URLs, in order) into ``out_dir`` on Ray; returns the
+    summary written to ``dedup.json`` (the engine's keys, plus ``executor`` with per-stage counts)."""
+    ray = _import_ray()
+    started = time.monotonic()
+    work_root = Path(work_dir) if work_dir is not None else out_dir / WORK_DIR_NAME
+    identities = [input_identity(source) for source in inputs]
+    started_ray = False
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
+        if ray_address:
+            kwargs["address"] = ray_address
+        elif workers:
+            kwargs["num_cpus"] = workers
+        ray.init(**kwargs)
+        started_ray = True
+    try:
+        if partitions is None:
+            partitions = WorkDir.recorded_partitions(work_root)
+        if partitions is None:
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            partitions = _PARTITIONS_PER_CPU * max(1, min(cpus, workers or cpus))
+        params = {
+            "schema": 1,
+            "dedup": config.to_dict(),
+            "partitions": partitions,
+            "text_field": text_field,
+            "skip_bad_lines": skip_bad_lines,
+            "inputs": [{**ident, "output": name} for ident, name in zip(identities, names, strict=True)],
+        }
+        work = WorkDir(work_root, params)
+        work.claim()
+        with process_lock(work_root / ".lock", timeout_s=0, remove=True):
+            return _run(ray, work, inputs, names, out_dir, config, params, started,
+                        text_field=text_field, skip_bad_lines=skip_bad_lines, partitions=partitions)
+    finally:
+        if started_ray:
+            ray.shutdown()
+
+
+def _run(
+    ray: Any,
+    work: WorkDir,
+    inputs: list[str],
+    names: list[str],
+    out_dir: Path,
+    config: DedupConfig,
+    params: dict[str, Any],
+    started: float,
+    *,
+    text_field: str,
+    skip_bad_lines: bool,
+    partitions: int,
+) -> dict[str, Any]:
+    plan = stages.Plan(
+        work_root=str(work.root), params=params, out_dir=str(out_dir),
+        inputs=tuple(zip(inputs, names, strict=True)), config=config, partitions=partitions,
+        text_field=text_field, skip_bad_lines=skip_bad_lines,
+    )
+    tty = sys.stderr.isatty()
+    runners = {name: _Stage(ray, work, name, tty) for name in STAGES}
+    plan_ref = ray.put(plan)
+    shards = range(len(inputs))
+    sig = runners["signatures"](stages.signatures_task, [(f"sig/s{s:05d}", (plan_ref, s)) for s in shards])
+    counts = [int(m["documents"]) for m in sig]
+    counts_ref = ray.put(counts)
+    parts = range(partitions)
+    buckets = runners["buckets"](
+        stages.buckets_task, [(f"buckets/p{p:04d}", (plan_ref, p, counts_ref)) for p in parts]
+    )
+    cluster = runners["cluster"](stages.cluster_task, [("cluster/cluster", (plan_ref,))])[0]
+    runners["resolve"](stages.resolve_task, [(f"resolve/r{k:04d}", (plan_ref, k, counts_ref)) for k in parts])
+    written = runners["write"](stages.write_task, [(f"write/s{s:05d}", (plan_ref, s, counts_ref)) for s in shards])
+    sha = stages.join_verdicts(work, len(inputs), out_dir / "verdicts.jsonl")
+    keys = ("documents", *stages.KINDS)
+    shard_rows = [
+        {"input": source, "output": name, **{k: int(m[k]) for k in keys}}
+        for source, name, m in zip(inputs, names, written, strict=True)
+    ]
+    totals = {k: sum(row[k] for row in shard_rows) for k in keys}
+    index_bytes = [int(m["index_bytes"]) for m in buckets]
+    summary = {
+        "schema": 1,
+        "parameters": config.to_dict(),
+        "shards": shard_rows,
+        "totals": totals,
+        "index_bytes": max(index_bytes, default=0),
+        "indexed_documents": sum(int(m["indexed"]) for m in sig),
+        "verdicts": "verdicts.jsonl",
+        "verdicts_sha256": sha,
+        "seconds": round(time.monotonic() - started, 3),
+        "executor": {
+            "name": "ray",
+            "partitions": partitions,
+            "work_dir": str(work.root),
+            "index_bytes_total": sum(index_bytes),
+            "band_entries": sum(int(m["band_entries"]) for m in sig),
+            "clusters": int(cluster["clusters"]),
+            "largest_cluster": int(cluster["largest_cluster"]),
+            "stages": {name: runner.report() for name, runner in runners.items()},
+        },
+    }
+    with atomic_write(out_dir / "dedup.json", "wb") as f:
+        import orjson
+
+        f.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2) + b"\n")
+    return summary

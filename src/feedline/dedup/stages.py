@@ -1,0 +1,582 @@
+"""Dedup as four stages of independent tasks over files, for executors that spread them (Ray).
+
+Why staged: the one-process engine holds every kept document's band keys in one process; at a
+billion documents that is ~200 GB. Here no task holds the whole index, and every task reads and
+writes only files in the work dir (:mod:`feedline.dedup.workdir`), so any scheduler can run
+them, a killed run resumes task by task, and results equal the engine's document for document:
+
+1. **signatures** (one task per input shard): the engine's own shingling, MinHash and band keys
+   (:class:`~feedline.dedup.minhash.MinHasher`, :meth:`~feedline.dedup.lsh.LSHIndex.band_keys`,
+   same seed, so bit-identical), written as arrays ordered by partition: band keys of documents
+   with shingles, 128-bit exact keys, document ids, and what verification needs (raw shingle
+   hashes for ``verify="exact"``, 16-bit signature slices for ``"estimate"``).
+2. **buckets** (one task per partition): a band key belongs to the partition of its
+   ``(band, key range)`` cell, an exact key to the partition of its key range, so each key is in
+   exactly one partition. A task reads its slice of every shard, sorts, and writes the groups of
+   documents sharing a band key (candidate pairs: every pair within a group) and the exact
+   duplicates (every later copy of a key, pointing at its first occurrence).
+3. **cluster** (one task, like datatrove's cluster step, then one **resolve** task per cluster
+   partition): exact duplicates leave the groups (the engine never indexes them); a union-find
+   over the groups gives connected clusters; each resolve task takes whole clusters and replays
+   the engine's rule inside each in document order: a document is a near duplicate of the
+   earliest *kept* earlier candidate whose exact Jaccard (or estimate) reaches the threshold,
+   otherwise kept. Plain union-find would drop a whole chain A~B~C, where the engine keeps C
+   when C is not similar to A; candidates are verified lazily, so only the pairs the engine
+   checks are checked.
+4. **write** (one task per input shard): verdicts of the shard's documents, the kept documents
+   re-read from the input and written exactly as ``feedline dedup`` writes them, and the
+   shard's verdict lines; the driver joins those into ``verdicts.jsonl`` and ``dedup.json``.
+
+Documents are numbered globally in input order (shard offsets come from stage 1's markers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import resource
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import zstandard
+
+from feedline.dedup.errors import DedupError
+from feedline.io import atomic_write
+from feedline.io.atomic import remove_stale_temps
+from feedline.io.jsonl import stream_jsonl
+
+from .engine import DEFAULT_CHUNK, DedupConfig, _bbit_similarity, _jaccard_sorted, _sorted_unique
+from .lsh import LSHIndex
+from .minhash import MinHasher, mix64
+from .workdir import WorkDir
+
+_BBIT_MASK = np.uint32(0xFFFF)
+KINDS = ("kept", "exact_dup", "near_dup")
+
+
+def doc_id(doc: dict[str, Any], shard: str, number: int) -> str:
+    """A document's id in verdicts: its ``id`` field, else ``<output name>:<line number>``."""
+    value = doc.get("id")
+    return f"{shard}:{number}" if value is None else str(value)
+
+
+# -- partitioning -------------------------------------------------------------------------------
+def _key_range(keys: np.ndarray, partitions: int) -> np.ndarray:
+    """Which of ``partitions`` equal ranges of the 64-bit key space each key falls in."""
+    return ((keys >> np.uint64(32)) * np.uint64(partitions)) >> np.uint64(32)
+
+
+def band_partition(bands: np.ndarray, keys: np.ndarray, partitions: int) -> np.ndarray:
+    """Partition of each ``(band, band key)``: the cell (band, key range) rotated by band, so
+    every partition gets one key range of every band (even sizes, and no band whole anywhere)."""
+    return ((bands.astype(np.uint64) + _key_range(keys, partitions)) % np.uint64(partitions)).astype(
+        np.int64
+    )
+
+
+def exact_partition(first_halves: np.ndarray, partitions: int) -> np.ndarray:
+    """Partition of each 128-bit exact key, from its first 64 bits' range."""
+    return _key_range(first_halves, partitions).astype(np.int64)
+
+
+def _order_by(part: np.ndarray, partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(part, kind="stable")
+    offsets = np.searchsorted(part[order], np.arange(partitions + 1)).astype(np.int64)
+    return order, offsets
+
+
+def bucket_groups(bands: np.ndarray, keys: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Groups of >= 2 documents sharing a ``(band, key)``: ``members`` (each group's documents
+    ascending) and ``offsets`` (group ``g`` is ``members[offsets[g]:offsets[g + 1]]``)."""
+    if len(docs) == 0:
+        return np.empty(0, np.uint64), np.zeros(1, np.int64)
+    order = np.lexsort((docs, keys, bands))
+    b, k, d = bands[order], keys[order], docs[order]
+    new = np.empty(len(d), dtype=bool)
+    new[0] = True
+    new[1:] = (k[1:] != k[:-1]) | (b[1:] != b[:-1])
+    starts = np.flatnonzero(new)
+    sizes = np.diff(np.append(starts, len(d)))
+    multi = sizes >= 2
+    keep = np.repeat(multi, sizes)
+    members = d[keep].astype(np.uint64)
+    offsets = np.zeros(int(multi.sum()) + 1, dtype=np.int64)
+    np.cumsum(sizes[multi], out=offsets[1:])
+    return members, offsets
+
+
+def group_pairs(members: np.ndarray, offsets: np.ndarray) -> set[tuple[int, int]]:
+    """Every candidate pair ``(earlier, later)`` the groups stand for."""
+    pairs: set[tuple[int, int]] = set()
+    for g in range(len(offsets) - 1):
+        group = members[offsets[g] : offsets[g + 1]].tolist()
+        for i, a in enumerate(group):
+            for b in group[i + 1 :]:
+                pairs.add((a, b) if a < b else (b, a))
+    return pairs
+
+
+def exact_duplicates(keys: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(doc, first)`` for every document whose 128-bit key an earlier document has, by doc."""
+    if len(docs) == 0:
+        return np.empty(0, np.uint64), np.empty(0, np.uint64)
+    order = np.lexsort((docs, keys[:, 1], keys[:, 0]))
+    k, d = keys[order], docs[order].astype(np.uint64)
+    new = np.empty(len(d), dtype=bool)
+    new[0] = True
+    new[1:] = (k[1:, 0] != k[:-1, 0]) | (k[1:, 1] != k[:-1, 1])
+    first = d[np.flatnonzero(new)][np.cumsum(new) - 1]
+    dup = ~new
+    dup_doc, dup_of = d[dup], first[dup]
+    by_doc = np.argsort(dup_doc, kind="stable")
+    return dup_doc[by_doc], dup_of[by_doc]
+
+
+def connected_labels(u: np.ndarray, v: np.ndarray, nodes: int) -> np.ndarray:
+    """Union-find over ``nodes`` with edges ``u[i]-v[i]``, in array form: every root hooks onto
+    the smallest root it touches, then paths are compressed fully; repeat until no edge joins two
+    roots. Returns each node's root (the smallest node of its cluster)."""
+    label = np.arange(nodes, dtype=np.int64)
+    if len(u) == 0:
+        return label
+    while True:
+        lu, lv = label[u], label[v]
+        if np.array_equal(lu, lv):
+            return label
+        low = np.minimum(lu, lv)
+        np.minimum.at(label, lu, low)
+        np.minimum.at(label, lv, low)
+        while True:  # pointer jumping: every node points at its root
+            jumped = label[label]
+            if np.array_equal(jumped, label):
+                break
+            label = jumped
+
+
+# -- the plan every task gets -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    """Everything a task needs; small, so each task gets its own copy."""
+
+    work_root: str
+    params: dict[str, Any]
+    out_dir: str
+    inputs: tuple[tuple[str, str], ...]  # (source path or URL, output name) in input order
+    config: DedupConfig
+    partitions: int
+    text_field: str = "text"
+    skip_bad_lines: bool = False
+
+    def work(self) -> WorkDir:
+        return WorkDir(self.work_root, self.params)
+
+
+def _usage(started_cpu: float) -> dict[str, Any]:
+    """CPU seconds of this task and the peak RSS of the process running it (for the benchmark)."""
+    return {
+        "cpu_s": round(time.process_time() - started_cpu, 4),
+        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "pid": os.getpid(),
+    }
+
+
+def _documents(plan: Plan, shard: int) -> Iterator[tuple[int, dict[str, Any], str]]:
+    source, name = plan.inputs[shard]
+    for number, doc in enumerate(stream_jsonl(source, skip_bad_lines=plan.skip_bad_lines)):
+        text = doc.get(plan.text_field)
+        if not isinstance(text, str):
+            raise DedupError(
+                f"{source}: document {number + 1} has no string field {plan.text_field!r} "
+                "(use --text-field)"
+            )
+        yield number, doc, text
+
+
+# -- stage 1 ------------------------------------------------------------------------------------
+def signatures_task(plan: Plan, shard: int) -> dict[str, Any]:
+    """Stage 1 for one input shard (see the module docstring)."""
+    started = time.process_time()
+    work = plan.work()
+    config = plan.config
+    bands, rows = config.banding()
+    hasher = MinHasher(config.num_perm, config.ngram, config.seed)
+    lsh = LSHIndex(bands, rows, config.seed)
+    exact_verify = config.verify == "exact"
+    ids: list[bytes] = []
+    exact_keys: list[np.ndarray] = []
+    band_keys: list[np.ndarray] = []
+    band_docs: list[np.ndarray] = []
+    shingles: list[np.ndarray] = []
+    shingle_counts: list[np.ndarray] = []
+    bbits: list[np.ndarray] = []
+    count = 0
+
+    def flush(texts: list[str]) -> None:
+        nonlocal count
+        if not texts:
+            return
+        batch = hasher.shingle_batch(texts)
+        signatures = hasher.signatures_from_shingles(batch)
+        counts = batch.counts()
+        nonempty = np.flatnonzero(counts > 0)
+        band_keys.append(lsh.band_keys(signatures[nonempty]))
+        band_docs.append((nonempty + count).astype(np.uint32))
+        exact_keys.append(batch.exact_keys)
+        if exact_verify:
+            shingles.append(batch.hashes)
+            shingle_counts.append(counts)
+        else:
+            bbits.append((signatures & _BBIT_MASK).astype(np.uint16))
+        count += len(texts)
+
+    name = plan.inputs[shard][1]
+    texts: list[str] = []
+    for number, doc, text in _documents(plan, shard):
+        ids.append(doc_id(doc, name, number).encode("utf-8"))
+        texts.append(text)
+        if len(texts) == DEFAULT_CHUNK:
+            flush(texts)
+            texts = []
+    flush(texts)
+
+    base = f"sig/s{shard:05d}"
+    keys = np.concatenate(band_keys) if band_keys else np.empty((0, bands), np.uint64)
+    docs = np.concatenate(band_docs) if band_docs else np.empty(0, np.uint32)
+    flat_keys = keys.ravel()
+    flat_bands = np.tile(np.arange(bands, dtype=np.uint16), len(docs))
+    flat_docs = np.repeat(docs, bands)
+    order, offsets = _order_by(band_partition(flat_bands, flat_keys, plan.partitions), plan.partitions)
+    work.save(f"{base}/band_key.npy", flat_keys[order])
+    work.save(f"{base}/band_band.npy", flat_bands[order])
+    work.save(f"{base}/band_doc.npy", flat_docs[order])
+    work.save(f"{base}/band_offsets.npy", offsets)
+    exact = np.concatenate(exact_keys) if exact_keys else np.empty((0, 2), np.uint64)
+    order, offsets = _order_by(exact_partition(exact[:, 0], plan.partitions), plan.partitions)
+    work.save(f"{base}/exact_key.npy", exact[order])
+    work.save(f"{base}/exact_doc.npy", order.astype(np.uint32))
+    work.save(f"{base}/exact_offsets.npy", offsets)
+    id_offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in ids], out=id_offsets[1:])
+    work.save(f"{base}/id_offsets.npy", id_offsets)
+    work.save(f"{base}/ids.npy", np.frombuffer(b"".join(ids), dtype=np.uint8))
+    if exact_verify:
+        so = np.zeros(count + 1, dtype=np.int64)
+        if shingle_counts:
+            np.cumsum(np.concatenate(shingle_counts), out=so[1:])
+        flat = np.concatenate(shingles) if shingles else np.empty(0, np.uint32)
+        work.save(f"{base}/shingles.npy", flat)
+        work.save(f"{base}/shingle_offsets.npy", so)
+    else:
+        work.save(
+            f"{base}/bbit.npy",
+            np.concatenate(bbits) if bbits else np.empty((0, config.num_perm), np.uint16),
+        )
+    info = {"documents": count, "indexed": len(docs), "band_entries": len(flat_keys)}
+    return {**work.mark(base, info), **_usage(started)}
+
+
+# -- stage 2 ------------------------------------------------------------------------------------
+def shard_offsets(counts: list[int]) -> np.ndarray:
+    """Global number of each shard's first document (and the total at the end)."""
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
+
+
+def read_partition(work: WorkDir, p: int, counts: list[int]) -> dict[str, np.ndarray]:
+    """Partition ``p``'s band and exact entries from every shard, documents numbered globally."""
+    offsets = shard_offsets(counts)
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("band", "key", "doc", "exact", "exact_doc")}
+    for s in range(len(counts)):
+        base = f"sig/s{s:05d}"
+        bo = work.load(f"{base}/band_offsets.npy")
+        lo, hi = int(bo[p]), int(bo[p + 1])
+        parts["band"].append(np.array(work.load(f"{base}/band_band.npy")[lo:hi]))
+        parts["key"].append(np.array(work.load(f"{base}/band_key.npy")[lo:hi]))
+        parts["doc"].append(work.load(f"{base}/band_doc.npy")[lo:hi].astype(np.uint64) + np.uint64(offsets[s]))
+        eo = work.load(f"{base}/exact_offsets.npy")
+        lo, hi = int(eo[p]), int(eo[p + 1])
+        parts["exact"].append(np.array(work.load(f"{base}/exact_key.npy")[lo:hi]).reshape(-1, 2))
+        parts["exact_doc"].append(
+            work.load(f"{base}/exact_doc.npy")[lo:hi].astype(np.uint64) + np.uint64(offsets[s])
+        )
+    empty = {"band": np.uint16, "key": np.uint64, "doc": np.uint64, "exact_doc": np.uint64}
+    out = {k: np.concatenate(v) if v else np.empty(0, empty[k]) for k, v in parts.items() if k != "exact"}
+    out["exact"] = np.concatenate(parts["exact"]) if parts["exact"] else np.empty((0, 2), np.uint64)
+    return out
+
+
+def buckets_task(plan: Plan, p: int, counts: list[int]) -> dict[str, Any]:
+    """Stage 2 for partition ``p``: candidate groups and exact duplicates within it."""
+    started = time.process_time()
+    work = plan.work()
+    entries = read_partition(work, p, counts)
+    held = sum(a.nbytes for a in entries.values())
+    members, offsets = bucket_groups(entries["band"], entries["key"], entries["doc"])
+    dup_doc, dup_of = exact_duplicates(entries["exact"], entries["exact_doc"])
+    base = f"buckets/p{p:04d}"
+    work.save(f"{base}/members.npy", members)
+    work.save(f"{base}/group_offsets.npy", offsets)
+    work.save(f"{base}/exact_doc.npy", dup_doc)
+    work.save(f"{base}/exact_of.npy", dup_of)
+    info = {
+        "band_entries": len(entries["key"]),
+        "groups": len(offsets) - 1,
+        "exact_dups": len(dup_doc),
+        "index_bytes": held,
+    }
+    return {**work.mark(base, info), **_usage(started)}
+
+
+# -- stage 3 ------------------------------------------------------------------------------------
+def _unique_groups(members: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop repeated groups (a near-duplicate pair shares most of its bands): pairs through numpy,
+    the few larger groups through a set."""
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    pair = sizes == 2
+    pairs = np.stack([members[starts[pair]], members[starts[pair] + 1]], axis=1)
+    pairs = np.unique(pairs, axis=0) if len(pairs) else pairs.reshape(0, 2)
+    seen: set[tuple[int, ...]] = set()
+    big: list[np.ndarray] = []
+    for g in np.flatnonzero(~pair).tolist():
+        group = members[starts[g] : starts[g] + sizes[g]]
+        key = tuple(group.tolist())
+        if key not in seen:
+            seen.add(key)
+            big.append(group)
+    out_members = np.concatenate([pairs.ravel(), *big]) if len(pairs) or big else np.empty(0, np.uint64)
+    out_sizes = np.concatenate([np.full(len(pairs), 2, np.int64), np.array([len(g) for g in big], np.int64)])
+    return out_members.astype(np.uint64), out_sizes
+
+
+def cluster_task(plan: Plan) -> dict[str, Any]:
+    """Stage 3a: exact duplicates gathered, groups without them, union-find, clusters split
+    into ``plan.partitions`` resolve tasks (a cluster never split)."""
+    started = time.process_time()
+    work = plan.work()
+    parts = range(plan.partitions)
+    exact_doc = np.concatenate([work.load(f"buckets/p{p:04d}/exact_doc.npy", mmap=False) for p in parts])
+    exact_of = np.concatenate([work.load(f"buckets/p{p:04d}/exact_of.npy", mmap=False) for p in parts])
+    order = np.argsort(exact_doc, kind="stable")
+    exact_doc, exact_of = exact_doc[order], exact_of[order]
+    members_list, sizes_list = [], []
+    for p in parts:
+        members_list.append(work.load(f"buckets/p{p:04d}/members.npy", mmap=False))
+        sizes_list.append(np.diff(work.load(f"buckets/p{p:04d}/group_offsets.npy", mmap=False)))
+    members = np.concatenate(members_list).astype(np.uint64)
+    sizes = np.concatenate(sizes_list).astype(np.int64)
+    # exact duplicates never enter the engine's index: out of every group
+    gid = np.repeat(np.arange(len(sizes)), sizes)
+    if len(exact_doc):
+        pos = np.minimum(np.searchsorted(exact_doc, members), len(exact_doc) - 1)
+        fresh = exact_doc[pos] != members
+        members, gid = members[fresh], gid[fresh]
+    sizes = np.bincount(gid, minlength=len(sizes)).astype(np.int64)
+    multi = sizes >= 2
+    members = members[multi[gid]]
+    members, sizes = _unique_groups(members, sizes[multi])
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    nodes, index = np.unique(members, return_inverse=True)
+    index = index.ravel()
+    firsts = np.repeat(index[starts], sizes)
+    others = np.ones(len(members), dtype=bool)
+    others[starts] = False
+    label = connected_labels(firsts[others], index[others], len(nodes))
+    group_root = nodes[label[index[starts]]] if len(starts) else np.empty(0, np.uint64)
+    task_of = (mix64(group_root.copy()) % np.uint64(plan.partitions)).astype(np.int64)
+    element_task = np.repeat(task_of, sizes)
+    for k in parts:
+        chosen = task_of == k
+        offsets = np.zeros(int(chosen.sum()) + 1, dtype=np.int64)
+        np.cumsum(sizes[chosen], out=offsets[1:])
+        work.save(f"cluster/r{k:04d}_members.npy", members[element_task == k])
+        work.save(f"cluster/r{k:04d}_offsets.npy", offsets)
+    work.save("cluster/exact_doc.npy", exact_doc)
+    work.save("cluster/exact_of.npy", exact_of)
+    cluster_sizes = np.bincount(label) if len(label) else np.zeros(1, np.int64)
+    info = {
+        "exact_dups": len(exact_doc),
+        "groups": len(sizes),
+        "candidates": len(nodes),
+        "clusters": int(np.count_nonzero(cluster_sizes)),
+        "largest_cluster": int(cluster_sizes.max()),
+        "index_bytes": int(members.nbytes + nodes.nbytes + label.nbytes + exact_doc.nbytes * 2),
+    }
+    return {**work.mark("cluster/cluster", info), **_usage(started)}
+
+
+class _Similarity:
+    """The engine's check of one candidate pair, reading stage 1's arrays of any shard."""
+
+    def __init__(self, plan: Plan, counts: list[int]) -> None:
+        self.work = plan.work()
+        self.exact = plan.config.verify == "exact"
+        self.offsets = shard_offsets(counts)
+        self._arrays: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._sets: dict[int, np.ndarray] = {}
+
+    def _shard(self, doc: int) -> tuple[int, int]:
+        s = int(np.searchsorted(self.offsets, doc, side="right")) - 1
+        return s, doc - int(self.offsets[s])
+
+    def _of(self, s: int) -> tuple[np.ndarray, np.ndarray | None]:
+        if s not in self._arrays:
+            base = f"sig/s{s:05d}"
+            if self.exact:
+                self._arrays[s] = (
+                    self.work.load(f"{base}/shingles.npy"),
+                    self.work.load(f"{base}/shingle_offsets.npy"),
+                )
+            else:
+                self._arrays[s] = (self.work.load(f"{base}/bbit.npy"), None)
+        return self._arrays[s]
+
+    def _value(self, doc: int) -> np.ndarray:
+        if doc not in self._sets:
+            s, local = self._shard(doc)
+            data, offsets = self._of(s)
+            if offsets is not None:
+                raw = np.array(data[int(offsets[local]) : int(offsets[local + 1])])
+                self._sets[doc] = _sorted_unique(raw)
+            else:
+                self._sets[doc] = np.array(data[local])
+        return self._sets[doc]
+
+    def __call__(self, a: int, b: int) -> float:
+        if self.exact:
+            return _jaccard_sorted(self._value(a), self._value(b))
+        return _bbit_similarity(self._value(a), self._value(b))
+
+    def forget(self, doc: int) -> None:
+        """Drop a document's set once no later document can be compared with it."""
+        self._sets.pop(doc, None)
+
+
+def resolve_groups(
+    members: np.ndarray, offsets: np.ndarray, similarity: Callable[[int, int], float], threshold: float
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The engine's rule over whole clusters: ``(near_doc, near_of, pairs checked)``, by doc."""
+    groups_of: dict[int, list[int]] = {}
+    for g in range(len(offsets) - 1):
+        for m in members[offsets[g] : offsets[g + 1]].tolist():
+            groups_of.setdefault(m, []).append(g)
+    kept_in: list[list[int]] = [[] for _ in range(len(offsets) - 1)]
+    near_doc: list[int] = []
+    near_of: list[int] = []
+    checked = 0
+    forget = getattr(similarity, "forget", None)
+    for doc in sorted(groups_of):
+        candidates: set[int] = set()
+        for g in groups_of[doc]:
+            candidates.update(kept_in[g])
+        for earlier in sorted(candidates):
+            checked += 1
+            if similarity(doc, earlier) >= threshold:
+                near_doc.append(doc)
+                near_of.append(earlier)
+                if forget is not None:
+                    forget(doc)
+                break
+        else:
+            for g in groups_of[doc]:
+                kept_in[g].append(doc)
+    return np.array(near_doc, dtype=np.uint64), np.array(near_of, dtype=np.uint64), checked
+
+
+def resolve_task(plan: Plan, k: int, counts: list[int]) -> dict[str, Any]:
+    """Stage 3b for cluster partition ``k``: near-duplicate verdicts of its clusters."""
+    started = time.process_time()
+    work = plan.work()
+    members = work.load(f"cluster/r{k:04d}_members.npy", mmap=False)
+    offsets = work.load(f"cluster/r{k:04d}_offsets.npy", mmap=False)
+    similarity = _Similarity(plan, counts)
+    near_doc, near_of, checked = resolve_groups(members, offsets, similarity, plan.config.threshold)
+    base = f"resolve/r{k:04d}"
+    work.save(f"{base}_doc.npy", near_doc)
+    work.save(f"{base}_of.npy", near_of)
+    info = {"near_dups": len(near_doc), "checked_pairs": checked}
+    return {**work.mark(base, info), **_usage(started)}
+
+
+# -- stage 4 ------------------------------------------------------------------------------------
+def _verdict_rows(work: WorkDir, partitions: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Kind (0 kept, 1 exact, 2 near) and target of documents ``lo .. hi - 1``."""
+    kind = np.zeros(hi - lo, dtype=np.uint8)
+    target = np.zeros(hi - lo, dtype=np.uint64)
+    sources = [("cluster/exact_doc.npy", "cluster/exact_of.npy", 1)]
+    sources += [(f"resolve/r{k:04d}_doc.npy", f"resolve/r{k:04d}_of.npy", 2) for k in range(partitions)]
+    for doc_name, of_name, value in sources:
+        docs = work.load(doc_name)
+        a, b = np.searchsorted(docs, [lo, hi])
+        if b > a:
+            rows = np.array(docs[a:b]).astype(np.int64) - lo
+            kind[rows] = value
+            target[rows] = work.load(of_name)[a:b]
+    return kind, target
+
+
+def _ids_of(work: WorkDir, docs: np.ndarray, counts: list[int]) -> dict[int, str]:
+    """Ids of documents (global numbers) of any shard, from stage 1's id arrays."""
+    offsets = shard_offsets(counts)
+    shards = np.searchsorted(offsets, docs, side="right") - 1
+    found: dict[int, str] = {}
+    for s in np.unique(shards).tolist():
+        id_offsets = work.load(f"sig/s{s:05d}/id_offsets.npy")
+        blob = work.load(f"sig/s{s:05d}/ids.npy")
+        for doc in docs[shards == s].tolist():
+            local = doc - int(offsets[s])
+            found[doc] = bytes(blob[int(id_offsets[local]) : int(id_offsets[local + 1])]).decode("utf-8")
+    return found
+
+
+def write_task(plan: Plan, shard: int, counts: list[int]) -> dict[str, Any]:
+    """Stage 4 for one input shard: its kept documents and verdict lines."""
+    started = time.process_time()
+    work = plan.work()
+    source, name = plan.inputs[shard]
+    lo = int(shard_offsets(counts)[shard])
+    n = counts[shard]
+    kind, target = _verdict_rows(work, plan.partitions, lo, lo + n)
+    ids = _ids_of(work, np.unique(target[kind > 0]), counts)
+    totals = dict.fromkeys(("documents", *KINDS), 0)
+    lines: list[bytes] = []
+    out = Path(plan.out_dir) / name
+    remove_stale_temps(out)
+    cctx = zstandard.ZstdCompressor(level=3)
+    with atomic_write(out, "wb") as raw_out:
+        writer = cctx.stream_writer(raw_out, closefd=False)
+        for number, doc, _text in _documents(plan, shard):
+            if number >= n:
+                raise DedupError(f"{source}: changed while deduplicating (more than {n} documents now)")
+            k = int(kind[number])
+            if k == 0:
+                writer.write(orjson.dumps(doc) + b"\n")
+                verdict = "kept"
+            else:
+                verdict = f"{KINDS[k]}_of:{ids[int(target[number])]}"
+            totals[KINDS[k]] += 1
+            totals["documents"] += 1
+            lines.append(orjson.dumps({"id": doc_id(doc, name, number), "shard": name, "verdict": verdict}) + b"\n")
+        if totals["documents"] != n:
+            raise DedupError(f"{source}: changed while deduplicating ({totals['documents']} documents now, {n} before)")
+        writer.close()  # ends the zstd frame; raw_out stays open
+    work.save_bytes(f"write/s{shard:05d}.jsonl", b"".join(lines))
+    return {**work.mark(f"write/s{shard:05d}", totals), **_usage(started)}
+
+
+def join_verdicts(work: WorkDir, shards: int, target: Path) -> str:
+    """Concatenate the shards' verdict lines into ``target`` atomically; returns their sha256."""
+    digest = hashlib.sha256()
+    with atomic_write(target, "wb") as out:
+        for s in range(shards):
+            with open(work.path(f"write/s{s:05d}.jsonl"), "rb") as part:
+                while chunk := part.read(1 << 20):
+                    out.write(chunk)
+                    digest.update(chunk)
+    return digest.hexdigest()
+
