@@ -220,8 +220,9 @@ def test_download_with_dedup_end_to_end(nginx_server, tmp_path):
         assert verdicts[b]["verdict"].startswith("exact_dup_of:")
     high = [b for _a, b, j in corpus.near_pairs if j >= 0.9]
     assert sum(verdicts[b]["verdict"] != "kept" for b in high) >= 0.95 * len(high)
-    kept = read_zst_jsonl(out / "c-000.kept.jsonl.zst") + read_zst_jsonl(
-        out / "c-001.kept.jsonl.zst"
+    # The names feedline dedup gives the same shards (see test_dedup_names_match_feedline_dedup).
+    kept = read_zst_jsonl(out / "dedup" / "c-000.jsonl.zst") + read_zst_jsonl(
+        out / "dedup" / "c-001.jsonl.zst"
     )
     assert kept == [d for d, v in zip(docs, expected, strict=True) if v == "kept"]
     totals = manifest["totals"]
@@ -357,7 +358,9 @@ def test_user_errors_are_one_line(tmp_path):
     for args, message in [
         (["not-a-url-or-file"], "neither a URL"),
         (["http://127.0.0.1:9/a.bin", "--bands", "4"], "--bands/--rows only apply with --dedup"),
-        (["http://127.0.0.1:9/a/", "--workers", "1"], "cannot name a local file"),
+        (["http://127.0.0.1:9/a/", "--workers", "1"], "HTTP has no listing"),
+        (["http://127.0.0.1:9/a/*.bin"], "http://127.0.0.1:9/a/*.bin: HTTP has no listing"),
+        (["http://127.0.0.1:9/a/%2E%2E", "--workers", "1"], "cannot name a local file"),
         (["http://127.0.0.1:9/a.bin", "--workers", "0"], "--workers must be an integer >= 1, got 0"),
         (["http://127.0.0.1:9/a.bin", "--dedup", "--num-perm", "0"], "--num-perm must be an integer >= 1, got 0"),
     ]:

@@ -21,7 +21,9 @@ def entries(tmp_path) -> list[ShardEntry]:
         ShardEntry(
             "https://h/a.jsonl.zst", str(tmp_path / "a.jsonl.zst"), "aa" * 32, 100, 10, 7, 2, 1
         ),
-        ShardEntry("https://h/b.bin", str(tmp_path / "sub" / "b.bin"), "bb" * 32, 50),
+        ShardEntry(
+            "https://h/b.bin", str(tmp_path / "sub" / "b.bin"), "bb" * 32, 50, reused_bytes=20, fetched_bytes=30
+        ),
     ]
 
 
@@ -42,6 +44,8 @@ def test_manifest_contents_and_verdicts(tmp_path):
     assert manifest["totals"] == {
         "shards": 2,
         "bytes": 150,
+        "fetched_bytes": 30,
+        "reused_bytes": 20,
         "documents": 10,
         "kept": 7,
         "exact_dup": 2,

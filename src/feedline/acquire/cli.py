@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 from pathlib import Path
 
 from feedline.acquire.download import DEFAULT_CHECKPOINT_BYTES
@@ -15,7 +16,8 @@ _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 def read_url_args(items: list[str]) -> list[str]:
-    """URLs from the command line; an argument without ``://`` is a list file (one URL a line)."""
+    """URLs (or globs) from the command line; an argument without ``://`` is a list file (one a
+    line)."""
     urls: list[str] = []
     for item in items:
         if "://" in item:
@@ -58,8 +60,22 @@ def read_expected_sha256(path: str) -> dict[str, str]:
     return expected
 
 
+def expand_urls(
+    patterns: list[str], include: list[str], exclude: list[str]
+) -> tuple[list[str], dict[str, int]]:
+    """Globs and folder URLs (``s3://b/p/*.zst``, ``hf://datasets/O/N/en/*.json.gz``,
+    ``s3://b/p/``) as the files they list, filtered by ``include``/``exclude``; URLs without glob
+    characters as given. Returns the URLs and the sizes the listings told."""
+    from feedline.io.globs import expand_matches
+
+    matches = expand_matches(patterns, error=DownloadError, include=include, exclude=exclude)
+    urls = [m.path for m in matches]
+    return urls, {m.path: m.size for m in matches if m.size is not None}
+
+
 def cmd_download(args: argparse.Namespace) -> int:
-    from feedline.acquire.runner import RunConfig, run
+    from feedline.acquire.manifest import read_manifest
+    from feedline.acquire.runner import RunConfig, run, summary_line
 
     dedup = None
     if args.dedup:
@@ -77,8 +93,11 @@ def cmd_download(args: argparse.Namespace) -> int:
     check_int("--workers", args.workers, minimum=1, error=DownloadError)
     if args.checkpoint_mb <= 0:
         raise DownloadError(f"--checkpoint-mb must be positive, got {args.checkpoint_mb}")
+    started = time.monotonic()
+    urls, sizes = expand_urls(read_url_args(args.urls), args.include or [], args.exclude or [])
     config = RunConfig(
-        urls=read_url_args(args.urls),
+        urls=urls,
+        sizes=sizes,
         out_dir=Path(args.out),
         manifest_path=Path(args.manifest) if args.manifest else None,
         dedup=dedup,
@@ -89,7 +108,9 @@ def cmd_download(args: argparse.Namespace) -> int:
         fsync=not args.no_fsync,
     )
     manifest = run(config)
-    print(manifest, file=sys.stdout)
+    print(manifest, file=sys.stdout, flush=True)
+    # stdout stays the manifest path alone (scripts capture it); the summary is for people.
+    print(summary_line(read_manifest(manifest), time.monotonic() - started), file=sys.stderr)
     return 0
 
 
@@ -98,17 +119,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "download",
         help="download corpus shards with verified resume; count, dedup, write a manifest",
         description=(
-            "Download shards (http(s)://, s3://, ...) into --out, resuming any earlier partial "
-            "download from its re-verified prefix. JSONL shards (.jsonl, .jsonl.gz, .jsonl.zst) are "
-            "counted, and with --dedup exact and near duplicates are removed (kept documents go to "
-            "<shard>.kept.jsonl.zst next to the manifest). The manifest is written last."
+            "Download shards (http(s)://, s3://, hf://, ...) into --out, resuming any earlier "
+            "partial download from its re-verified prefix. s3:// and hf:// URLs may be globs "
+            "(s3://bucket/prefix/*.zst, hf://datasets/OWNER/NAME/en/*.json.gz) or folders "
+            "(ending in /), filtered by --include/--exclude. JSONL shards (.jsonl, .jsonl.gz, "
+            ".jsonl.zst, .json.gz) are counted, and with --dedup exact and near duplicates are "
+            "removed (kept documents go to dedup/<shard name>.jsonl.zst next to the manifest, the "
+            "names feedline dedup gives them). The manifest is written last; its path goes to "
+            "stdout, a summary line to stderr."
         ),
     )
     parser.add_argument(
         "urls",
         nargs="+",
         metavar="URL_OR_LISTFILE",
-        help="shard URL, or a file listing one URL per line",
+        help="shard URL or glob, or a file listing one per line",
+    )
+    parser.add_argument(
+        "--include",
+        action="append",
+        metavar="PATTERN",
+        help="keep only listed files whose path below the glob's fixed part matches (fnmatch: "
+        "* also spans /; a pattern ending in / means that folder); repeatable",
+    )
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        metavar="PATTERN",
+        help="leave out listed files matching (same form; wins over --include); repeatable",
     )
     parser.add_argument("--out", required=True, help="folder for the shards")
     parser.add_argument("--manifest", help="manifest path (default: OUT/manifest.json)")

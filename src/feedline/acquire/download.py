@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import random
@@ -100,6 +101,30 @@ def corrupt_path(dest: Path) -> Path:
     return dest.with_name(dest.name + ".corrupt")
 
 
+def reusable_bytes(dest: str | os.PathLike[str], size: int | None) -> int:
+    """The bytes of ``dest`` a rerun should keep, judged from the files alone without hashing.
+
+    Only a progress bar's starting point (so a resumed run does not show its kept bytes as still
+    to fetch): :func:`download_shard` verifies and reports the real figure through ``on_reused``.
+    ``size`` is the object's size when known. Quiet on unusable checkpoints: the download itself
+    warns about them.
+    """
+    target = Path(dest)
+    part = part_path(target)
+    try:
+        if target.is_file() and not part.exists():
+            have = target.stat().st_size
+            return have if size is None or have == size else 0
+        raw = json.loads(checkpoint_path(target).read_text(encoding="utf-8"))
+        verified = int(raw["verified_bytes"])
+        on_disk = part.stat().st_size
+    except (OSError, ValueError, TypeError, KeyError):
+        return 0
+    if verified < 0 or verified > on_disk or (size is not None and verified > size):
+        return 0
+    return verified
+
+
 def download_shard(
     url: str,
     dest: str | os.PathLike[str],
@@ -113,10 +138,16 @@ def download_shard(
     lock_timeout_s: float = 0.0,
     fsync: bool = True,
     source: Source | None = None,
+    on_reused: Callable[[int], None] | None = None,
+    on_discard: Callable[[int], None] | None = None,
 ) -> ShardResult:
     """Download ``url`` to ``dest``, resuming a verified prefix left by an earlier run.
 
-    ``on_bytes(n)`` is called as bytes are written (for one progress bar across shards).
+    ``on_bytes(n)`` is called as bytes are written (for one progress bar across shards);
+    ``on_reused(n)`` once, before any transfer, with the verified bytes kept from an earlier run
+    (0 when none); ``on_discard(n)`` when starting over throws away ``n`` bytes already counted
+    by the other two. Their sum is always the bytes of ``dest`` on disk, so a bar fed by them
+    never runs past the object's size.
     Transient failures (drops, 5xx, short bodies) are retried from the verified offset with
     backoff; ``retry.attempts`` bounds consecutive failures without progress. Two processes
     never write the same ``dest``: the second fails after ``lock_timeout_s``.
@@ -142,6 +173,8 @@ def download_shard(
         fsync: wait for the disk before each checkpoint (see above).
         source: the download source to read instead of opening ``url`` (see
             :mod:`feedline.acquire.sources`).
+        on_reused: called once with the bytes kept from an earlier run (see above).
+        on_discard: called with the bytes thrown away by a start from byte 0 (see above).
     """
     check_int("buffer_bytes", buffer_bytes, minimum=1, error=DownloadError)
     check_int("checkpoint_bytes", checkpoint_bytes, minimum=1, error=DownloadError)
@@ -162,6 +195,8 @@ def download_shard(
             retry=retry,
             on_bytes=on_bytes,
             fsync=fsync,
+            on_reused=on_reused,
+            on_discard=on_discard,
         )
         return job.run()
 
@@ -175,6 +210,10 @@ class _Interrupted(TransientError):
 
 
 def _no_sync(_fd: int) -> None:
+    return None
+
+
+def _ignore(_n: int) -> None:
     return None
 
 
@@ -197,6 +236,8 @@ class _Download:
         retry: RetryPolicy,
         on_bytes: Callable[[int], None] | None,
         fsync: bool = True,
+        on_reused: Callable[[int], None] | None = None,
+        on_discard: Callable[[int], None] | None = None,
     ) -> None:
         self.source = source
         self.dest = dest
@@ -207,6 +248,8 @@ class _Download:
         self.buffer = buffer
         self.retry = retry
         self.on_bytes = on_bytes
+        self.on_reused = on_reused or _ignore
+        self.on_discard = on_discard or _ignore
         self.sync = os.fsync if fsync else _no_sync
         self.durable = fsync
         self.started = time.monotonic()
@@ -237,9 +280,11 @@ class _Download:
             remove_quietly(self.ckpt_path)  # a stale checkpoint of a run that finished
             done = self._existing()
             if done is not None:
+                self.on_reused(done.size)
                 return done
         offset, self.hasher, ckpt = self._recover()
         self.reused = offset
+        self.on_reused(offset)
         try:
             with open(self.part, "r+b" if self.part.exists() else "w+b") as handle:
                 handle.truncate(offset)
@@ -407,14 +452,14 @@ class _Download:
             except RangeError as exc:
                 if offset > 0 and ckpt.expected_size == offset and exc.total in (None, offset):
                     return offset  # killed after the last byte, before the rename
-                offset = self._restart(handle, ckpt, f"416 for bytes={offset}- (size {exc.total})")
+                offset = self._restart(handle, ckpt, f"416 for bytes={offset}- (size {exc.total})", offset)
                 continue
             except TransientError as exc:
                 failures = self._failed(failures, exc, progressed=False)
                 continue
             try:
                 if body.start != offset:
-                    offset = self._restart(handle, ckpt, body.why_restart or "source restarted")
+                    offset = self._restart(handle, ckpt, body.why_restart or "source restarted", offset)
                 self._adopt(ckpt, body)
                 offset = self._stream(handle, body, offset, ckpt)
             except _Interrupted as exc:
@@ -431,7 +476,8 @@ class _Download:
                 continue
             return offset
 
-    def _restart(self, handle: Any, ckpt: Checkpoint, why: str) -> int:
+    def _restart(self, handle: Any, ckpt: Checkpoint, why: str, offset: int) -> int:
+        """Throw away the ``offset`` bytes kept so far and start from byte 0."""
         self._wait_checkpoint()  # no late checkpoint of the old bytes after this point
         self.restarts += 1
         if self.restarts > MAX_RESTARTS + 1:
@@ -447,6 +493,7 @@ class _Download:
         remove_quietly(self.ckpt_path)
         self.hasher = hashlib.sha256()
         self.reused = 0
+        self.on_discard(offset)
         return 0
 
     def _failed(self, failures: int, exc: Exception, *, progressed: bool) -> int:

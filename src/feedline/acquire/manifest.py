@@ -114,6 +114,8 @@ def emit_manifest(
     totals = {
         "shards": 0,
         "bytes": 0,
+        "fetched_bytes": 0,
+        "reused_bytes": 0,
         "documents": 0,
         "kept": 0,
         "exact_dup": 0,
@@ -129,6 +131,8 @@ def emit_manifest(
         entries.append(entry)
         totals["shards"] += 1
         totals["bytes"] += shard.bytes
+        totals["fetched_bytes"] += shard.fetched_bytes
+        totals["reused_bytes"] += shard.reused_bytes
         for key in ("documents", "kept", "exact_dup", "near_dup", "bad_lines"):
             totals[key] += getattr(shard, key) or 0
     now = time.time()

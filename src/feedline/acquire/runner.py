@@ -24,11 +24,17 @@ from urllib.parse import unquote, urlsplit
 
 import zstandard
 
-from feedline.acquire.download import DEFAULT_CHECKPOINT_BYTES, ShardResult, download_shard
+from feedline.acquire.download import (
+    DEFAULT_CHECKPOINT_BYTES,
+    ShardResult,
+    download_shard,
+    reusable_bytes,
+)
 from feedline.acquire.errors import DownloadError
 from feedline.acquire.manifest import ShardEntry, VerdictWriter, emit_manifest, verdict_writer
+from feedline.acquire.sources import source_for, split_object_url
 from feedline.errors import FeedlineError
-from feedline.io import atomic_write
+from feedline.io import atomic_write, open_store
 from feedline.io.errors import CorpusFormatError
 from feedline.io.jsonl import stream_jsonl
 from feedline.io.redact import redact_text
@@ -41,6 +47,10 @@ DEDUP_BATCH = 4096  # documents handed to the deduplicator at once (its vectoris
 LOG_EVERY_S = 10.0  # progress log cadence when not on a terminal
 KEPT_ZSTD_LEVEL = 3
 PROCESS_POOL_MIN_BYTES = 64 << 20  # below this, starting worker processes costs more than decoding
+STAT_THREADS = 16  # HEADs in flight at once while sizing the shards (each is one round trip)
+#: Where ``--dedup`` writes kept documents, beside the manifest: the folder ``feedline dedup
+#: --out`` would be, with the same file names.
+DEDUP_FOLDER = "dedup"
 
 
 @dataclass
@@ -58,6 +68,7 @@ class RunConfig:
     checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES
     progress: bool | None = None  # None: a bar when stderr is a terminal
     fsync: bool = True
+    sizes: dict[str, int] = field(default_factory=dict)  # url -> size, when a listing told it
 
     def __post_init__(self) -> None:
         check_int("workers", self.workers, minimum=1, error=DownloadError)
@@ -97,13 +108,23 @@ def jsonl_stem(name: str) -> str:
 
 
 class _Progress:
-    """One byte counter for all shards: a tqdm bar on a terminal, log lines otherwise."""
+    """One counter for all shards: a tqdm bar on a terminal, log lines otherwise.
 
-    def __init__(self, enabled: bool | None, what: str, unit: str = "B") -> None:
+    ``done`` counts what is on disk, toward ``total``: bytes received (:meth:`update`, the only
+    ones the rate is computed from) and bytes kept from an earlier run or thrown away by a
+    restart (:meth:`adjust`), so a resumed run starts at its kept share and the ETA is the
+    remainder at the speed of this run.
+    """
+
+    def __init__(
+        self, enabled: bool | None, what: str, unit: str = "B", total: int | None = None, initial: int = 0
+    ) -> None:
         self.tty = sys.stderr.isatty() if enabled is None else enabled
         self.what = what
         self.unit = unit
-        self.done = 0
+        self.total = total
+        self.done = initial
+        self.received = 0
         self.started = time.monotonic()
         self._last_log = self.started
         self._lock = threading.Lock()
@@ -112,33 +133,114 @@ class _Progress:
             from tqdm import tqdm
 
             scale = {"unit_scale": True, "unit_divisor": 1024} if unit == "B" else {}
-            self._bar = tqdm(total=None, unit=unit, desc=what, **scale)
+            self._bar = tqdm(total=total, initial=initial, unit=unit, desc=what, **scale)
 
     def update(self, n: int) -> None:
         with self._lock:
             self.done += n
+            self.received += n
             if self._bar is not None:
                 self._bar.update(n)
                 return
             now = time.monotonic()
             if now - self._last_log >= LOG_EVERY_S:
                 self._last_log = now
-                log.info("%s: %s so far, %s", self.what, self._amount(), self._rate(now))
+                log.info("%s: %s", self.what, self._status(now))
 
-    def _amount(self) -> str:
-        return f"{self.done / 1e6:.1f} MB" if self.unit == "B" else f"{self.done} {self.unit}"
+    def adjust(self, n: int) -> None:
+        """Count ``n`` more (or fewer) done without their having been received now."""
+        if not n:
+            return
+        with self._lock:
+            self.done += n
+            if self._bar is not None:
+                # Moved together, n and initial keep tqdm's average rate (n - initial) / elapsed,
+                # and last_print_n keeps the jump out of its smoothed rate.
+                self._bar.n += n
+                self._bar.initial += n
+                self._bar.last_print_n += n
+                self._bar.refresh()
 
-    def _rate(self, now: float) -> str:
-        per_s = self.done / max(now - self.started, 1e-9)
-        return f"{per_s / 1e6:.1f} MB/s" if self.unit == "B" else f"{per_s:.0f} {self.unit}/s"
+    def add_total(self, n: int) -> None:
+        """A shard whose size was unknown at the start (its HEAD failed) turned out ``n`` long."""
+        with self._lock:
+            self.total = (self.total or 0) + n
+            if self._bar is not None:
+                self._bar.total = self.total
+                self._bar.refresh()
+
+    def _amount(self, n: int) -> str:
+        return human_bytes(n) if self.unit == "B" else f"{n} {self.unit}"
+
+    def _status(self, now: float) -> str:
+        """``1.5 GiB of 4.0 GiB (37%), 52.3 MiB/s, ETA 0:00:49`` (what is known of it)."""
+        per_s = self.received / max(now - self.started, 1e-9)
+        rate = f"{human_bytes(per_s)}/s" if self.unit == "B" else f"{per_s:.0f} {self.unit}/s"
+        if not self.total:
+            return f"{self._amount(self.done)} so far, {rate}"
+        left = max(self.total - self.done, 0)
+        eta = "?" if per_s <= 0 else _clock(left / per_s)
+        return (
+            f"{self._amount(self.done)} of {self._amount(self.total)} "
+            f"({100 * self.done / self.total:.0f}%), {rate}, ETA {eta}"
+        )
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
         now = time.monotonic()
-        log.info(
-            "%s: %s in %.1f s (%s)", self.what, self._amount(), now - self.started, self._rate(now)
-        )
+        log.info("%s: %s in %.1f s", self.what, self._status(now), now - self.started)
+
+
+def human_bytes(n: float) -> str:
+    """``512 B``, ``1.5 KiB``, ``12.0 MiB``, ... (the binary units tqdm's bar shows)."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _clock(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
+def shard_sizes(urls: Sequence[str], config: RunConfig) -> dict[str, int | None]:
+    """Each shard's size for the progress total: from the listing when the URL came from a glob
+    (``config.sizes``), else one HEAD (a stat for S3 and files), a few at once, one store per
+    folder so the requests share connections. ``None`` where the question failed: the download
+    itself then reports the error (a presigned GET URL, for one, may refuse HEAD)."""
+    sizes: dict[str, int | None] = {url: config.sizes.get(url) for url in urls}
+    todo = [url for url in urls if sizes[url] is None]
+    if not todo:
+        return sizes
+    stores: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def size(url: str) -> int | None:
+        try:
+            folder, name = split_object_url(url)
+            with lock:
+                store = stores.get(folder)
+                if store is None:
+                    store = stores[folder] = open_store(folder, **config.storage_options)
+            return source_for(store, name).stat().size
+        except FeedlineError as exc:
+            log.debug("%s: size unknown (%s)", redact_text(url), redact_text(str(exc)))
+            return None
+
+    try:
+        with ThreadPoolExecutor(
+            max_workers=min(len(todo), max(config.workers, STAT_THREADS)), thread_name_prefix="feedline-head"
+        ) as pool:
+            for url, found in zip(todo, pool.map(size, todo), strict=True):
+                sizes[url] = found
+    finally:
+        for store in stores.values():
+            store.close()
+    return sizes
 
 
 def download_all(config: RunConfig) -> list[ShardResult]:
@@ -167,13 +269,23 @@ def download_each(config: RunConfig) -> tuple[list[ShardResult], list[tuple[str,
             )
         seen[name] = url
     unique = list(dict.fromkeys(config.urls))
-    progress = _Progress(config.progress, "download")
     config.out_dir.mkdir(parents=True, exist_ok=True)
+    sizes = shard_sizes(unique, config)
+    kept = {url: reusable_bytes(config.out_dir / shard_name(url), sizes[url]) for url in unique}
+    unknown = sum(size is None for size in sizes.values())
+    if unknown:
+        log.info("download: size of %d of %d shards unknown; the total grows as they finish", unknown, len(unique))
+    progress = _Progress(
+        config.progress,
+        "download",
+        total=sum(size or 0 for size in sizes.values()),
+        initial=sum(kept.values()),
+    )
 
     def one(url: str) -> ShardResult:
         name = shard_name(url)
         expected = config.expected_sha256.get(url) or config.expected_sha256.get(name)
-        return download_shard(
+        result = download_shard(
             url,
             config.out_dir / name,
             expected_sha256=expected,
@@ -181,7 +293,12 @@ def download_each(config: RunConfig) -> tuple[list[ShardResult], list[tuple[str,
             checkpoint_bytes=config.checkpoint_bytes,
             on_bytes=tick,
             fsync=config.fsync,
+            on_reused=lambda n: progress.adjust(n - kept[url]),  # the estimate, now verified
+            on_discard=lambda n: progress.adjust(-n),
         )
+        if sizes[url] is None:
+            progress.add_total(result.size)
+        return result
 
     stop = threading.Event()
 
@@ -244,7 +361,7 @@ def _dedup_shard(
     config: RunConfig,
     tick: Callable[[int], None],
 ) -> None:
-    """One ordered pass over a shard: verdicts out, kept documents to ``<stem>.kept.jsonl.zst``."""
+    """One ordered pass over a shard: verdicts out, kept documents to ``kept_path``."""
     import orjson
 
     name = result.path.name
@@ -294,12 +411,39 @@ def _dedup_shard(
 
 
 def kept_paths(corpus: list[tuple[ShardResult, ShardEntry]], folder: Path) -> list[Path]:
-    """``<stem>.kept.jsonl.zst`` per shard; the full name when two shards share a stem."""
+    """``<folder>/<shard name without its JSONL suffix>.jsonl.zst`` per shard: the names
+    ``feedline dedup`` gives the same shards (``c4-000.json.gz`` -> ``c4-000.jsonl.zst``). Two
+    shards that would share a name (``a.jsonl`` and ``a.jsonl.gz``) keep their full names."""
     stems = [jsonl_stem(r.path.name) for r, _ in corpus]
     return [
-        folder / f"{stem if stems.count(stem) == 1 else r.path.name}.kept.jsonl.zst"
+        folder / f"{stem if stems.count(stem) == 1 else r.path.name}.jsonl.zst"
         for stem, (r, _) in zip(stems, corpus, strict=True)
     ]
+
+
+def summary_line(manifest: dict[str, Any], seconds: float) -> str:
+    """What a run did, in one line: shards, bytes fetched vs reused, documents and dedup counts."""
+    shards = manifest["shards"]
+    fetched = sum(s.get("fetched_bytes", 0) for s in shards)
+    reused = sum(s.get("reused_bytes", 0) for s in shards)
+    total = sum(s["bytes"] for s in shards)
+    line = (
+        f"download: {len(shards)} shard{'s' if len(shards) != 1 else ''}, {human_bytes(total)} "
+        f"(fetched {human_bytes(fetched)}, reused {human_bytes(reused)})"
+    )
+    counted = [s for s in shards if s.get("documents") is not None]
+    if counted:
+        line += f"; {sum(s['documents'] for s in counted)} documents"
+        if any(s.get("kept") is not None for s in counted):
+            line += (
+                f": kept {sum(s['kept'] or 0 for s in counted)}, "
+                f"exact duplicates {sum(s['exact_dup'] or 0 for s in counted)}, "
+                f"near duplicates {sum(s['near_dup'] or 0 for s in counted)}"
+            )
+        bad = sum(s.get("bad_lines") or 0 for s in counted)
+        if bad:
+            line += f" ({bad} bad lines skipped)"
+    return f"{line}; {seconds:.1f} s"
 
 
 def run(config: RunConfig) -> Path:
@@ -344,11 +488,12 @@ def run(config: RunConfig) -> Path:
 
         parameters["dedup"] = config.dedup.to_dict()
         kept_dir = config.manifest.absolute().parent
+        dedup_dir = kept_dir / DEDUP_FOLDER
         docs_progress = _Progress(config.progress, "dedup", unit="docs")
         try:
             with verdict_writer(kept_dir) as writer, Deduplicator(config.dedup) as dedup:
                 for (result, entry), kept_path in zip(
-                    corpus, kept_paths(corpus, kept_dir), strict=True
+                    corpus, kept_paths(corpus, dedup_dir), strict=True
                 ):
                     _dedup_shard(
                         result, entry, dedup, writer, kept_path, config, docs_progress.update

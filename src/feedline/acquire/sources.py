@@ -306,13 +306,32 @@ class StoreSource:
         return None
 
 
+def split_object_url(url: str) -> tuple[str, str]:
+    """(the URL of an object's folder, the object's name), as :func:`feedline.io.open_object`
+    splits it: shards of one folder share a store (and its connections)."""
+    if "://" in url:
+        scheme, rest = url.split("://", 1)
+        parent, _, name = rest.rstrip("/").rpartition("/")
+        if not parent or not name:
+            raise DownloadError(f"{redact_text(url)}: not the URL of an object")
+        return f"{scheme}://{parent}", name
+    path = url.removeprefix("file://")
+    parent, _, name = path.rpartition("/")
+    return parent or ".", name
+
+
+def source_for(store: Store, name: str) -> Source:
+    """The download source for object ``name`` of an open ``store`` (which stays the caller's)."""
+    if isinstance(store, HttpStore):
+        return HttpSource(store, name)
+    return StoreSource(store, name)
+
+
 def open_source(url: str, storage_options: dict[str, Any] | None = None) -> Source:
-    """The download source for one object URL (http(s)://, s3://, memory://, file:// or a local
-    path); ``storage_options`` go to its store (credentials, endpoint)."""
+    """The download source for one object URL (http(s)://, s3://, hf://, memory://, file:// or a
+    local path); ``storage_options`` go to its store (credentials, endpoint)."""
     try:
         store, name = open_object(url, **(storage_options or {}))
     except StoreError as exc:
         raise DownloadError(str(exc)) from None
-    if isinstance(store, HttpStore):
-        return HttpSource(store, name)
-    return StoreSource(store, name)
+    return source_for(store, name)
