@@ -551,3 +551,74 @@ def test_resume_records_what_it_relied_on(nginx_server, fault_proxy, tmp_path):
     result = download_shard(url, dest)
     assert_done(dest, fresh, result)
     assert result.reused_bytes >= MiB and result.resume["prefix_sample_bytes"] == 64 * 1024 + 4 * 4096
+
+
+class Counter:
+    """What a progress bar is told: bytes received, kept from earlier, thrown away."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.reused: list[int] = []
+        self.discarded = 0
+
+    def kwargs(self) -> dict:
+        def on_bytes(n: int) -> None:
+            self.received += n
+
+        def on_discard(n: int) -> None:
+            self.discarded += n
+
+        return {"on_bytes": on_bytes, "on_reused": self.reused.append, "on_discard": on_discard}
+
+    @property
+    def on_disk(self) -> int:
+        return sum(self.reused) + self.received - self.discarded
+
+
+def test_progress_callbacks_add_up_to_the_file_on_resume_restart_and_reuse(nginx_server, tmp_path):
+    """reused + received - discarded is always the file's size, so a bar fed by them ends at its
+    total: resume (kept prefix reported once), a replaced source (the kept prefix is thrown away)
+    and a complete file kept (reported as reused, nothing received)."""
+    from feedline.acquire.download import reusable_bytes
+
+    data = serve(nginx_server, "counted.bin")
+    url = f"{nginx_server.url}/counted.bin"
+    dest = tmp_path / "counted.bin"
+    leave_partial(url, dest, data, 2 * MiB + 7)
+    assert reusable_bytes(dest, SIZE) == 2 * MiB + 7  # the bar's starting estimate, from the files alone
+    counter = Counter()
+    download_shard(url, dest, **counter.kwargs())
+    assert counter.reused == [2 * MiB + 7] and counter.received == SIZE - 2 * MiB - 7
+    assert counter.discarded == 0 and counter.on_disk == SIZE
+
+    assert reusable_bytes(dest, SIZE) == SIZE and reusable_bytes(dest, SIZE + 1) == 0
+    counter = Counter()
+    download_shard(url, dest, **counter.kwargs())
+    assert (counter.reused, counter.received, counter.on_disk) == ([SIZE], 0, SIZE)
+
+    dest2 = tmp_path / "replaced" / "counted.bin"
+    dest2.parent.mkdir()
+    leave_partial(url, dest2, data, 3 * MiB)
+    new = os.urandom(SIZE)
+    (nginx_server.root / "counted.bin").write_bytes(new)
+    later = time.time() + 5
+    os.utime(nginx_server.root / "counted.bin", (later, later))
+    counter = Counter()
+    result = download_shard(url, dest2, **counter.kwargs())
+    assert result.restarts == 1 and dest2.read_bytes() == new
+    assert counter.reused == [3 * MiB] and counter.discarded == 3 * MiB
+    assert counter.received == SIZE and counter.on_disk == SIZE
+
+
+def test_reusable_bytes_ignores_what_a_resume_would_not_keep(tmp_path):
+    from feedline.acquire.download import reusable_bytes
+
+    dest = tmp_path / "x.bin"
+    assert reusable_bytes(dest, 100) == 0  # nothing there
+    part_path(dest).write_bytes(b"x" * 10)
+    checkpoint_path(dest).write_text('{"verified_bytes": 50}')  # claims more than the part holds
+    assert reusable_bytes(dest, 100) == 0
+    checkpoint_path(dest).write_text("[1, 2]")  # not a checkpoint
+    assert reusable_bytes(dest, 100) == 0
+    checkpoint_path(dest).write_text('{"verified_bytes": 8}')
+    assert reusable_bytes(dest, 100) == 8 and reusable_bytes(dest, 5) == 0

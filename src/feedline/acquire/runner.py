@@ -189,7 +189,14 @@ class _Progress:
         if self._bar is not None:
             self._bar.close()
         now = time.monotonic()
-        log.info("%s: %s in %.1f s", self.what, self._status(now), now - self.started)
+        seconds = max(now - self.started, 1e-9)
+        rate = self.received / seconds
+        shown = f"{human_bytes(rate)}/s" if self.unit == "B" else f"{rate:.0f} {self.unit}/s"
+        kept = self.done - self.received
+        log.info(
+            "%s: received %s in %.1f s (%s)%s", self.what, self._amount(self.received), seconds, shown,
+            f", {self._amount(kept)} kept from earlier runs" if kept > 0 else "",
+        )
 
 
 def human_bytes(n: float) -> str:
