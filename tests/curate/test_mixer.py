@@ -88,9 +88,20 @@ def test_kept_documents_are_exactly_those_the_filters_select(rows, inc, exc):
             "include": [f"$.attributes[?(@.e__t__a[0][2] {inc[0]} {inc[1]})]"],
             "exclude": [f"$.attributes[?(@.e__t__b && @.e__t__b[0] && @.e__t__b[0][2] {exc[0]} {exc[1]})]"],
         })
-        run_mix(parse_config(config))
+        report = run_mix(parse_config(config))
         kept = [r["id"] for r in mixed_rows(root)]
         assert kept == [d["id"] for d, (a, b) in zip(docs, rows, strict=True) if expected_keep(a, b, inc, exc)]
+        # per-filter counts: each expression evaluated on its own, by the same independent oracle
+        included = [expected_keep(a, None, inc, ("==", "0")) for a, _ in rows]
+        excluded = [not expected_keep(1, b, (">=", "0"), exc) for _, b in rows]
+        (summary,) = report.streams
+        assert [(f.kind, f.matched, f.removed) for f in summary.filters] == [
+            ("include", sum(included), len(rows) - sum(included)), ("exclude", sum(excluded), sum(excluded))]
+        assert summary.documents == len(rows) and summary.kept == len(kept)
+        assert summary.removed_by_filters == len(rows) - len(kept)
+        written = json.loads((root / "out" / ".feedline-mix" / "mix.json").read_text())
+        assert written == summary.to_json()
+        assert [f["removed"] for f in written["filters"]] == [len(rows) - sum(included), sum(excluded)]
 
 
 @pytest.mark.parametrize(
@@ -184,7 +195,7 @@ def test_shards_are_sized_by_output_bytes_and_named_consistently(tmp_path):
     config = stream(tmp_path, output={"path": str(tmp_path / "out"), "max_size_in_bytes": 20_000,
                                       "discard_fields": ["attributes"]})
     report = run_mix(parse_config(config))
-    shards = sorted((tmp_path / "out").iterdir())
+    shards = sorted((tmp_path / "out").glob("mix-*"))
     assert [p.name for p in shards] == [f"mix-{i:04d}.jsonl.gz" for i in range(len(shards))]
     sizes = [p.stat().st_size for p in shards]
     assert len(shards) >= 2, sizes
@@ -198,7 +209,7 @@ def test_shards_are_sized_by_output_bytes_and_named_consistently(tmp_path):
     # zstd output and a smaller rerun removes the stale shards of the bigger one
     config["streams"][0]["output"].update(max_size_in_bytes=1 << 30, compression="zst")
     run_mix(parse_config(config))
-    assert [p.name for p in (tmp_path / "out").iterdir()] == ["mix-0000.jsonl.zst"]
+    assert [p.name for p in (tmp_path / "out").glob("mix-*")] == ["mix-0000.jsonl.zst"]
     assert len(read_jsonl(tmp_path / "out" / "mix-0000.jsonl.zst")) == 400
 
 
@@ -296,7 +307,7 @@ def test_dolma_mix_reads_feedline_attributes(tmp_path):
     config = tmp_path / "mix.yaml"
     config.write_text(yaml.safe_dump(sample_config(tmp_path, ">= 1")))
     subprocess.run([_dolma_executable(), "-c", str(config), "mix"], check=True, capture_output=True, timeout=120)
-    (shard,) = (tmp_path / "out").iterdir()  # Dolma names it m-0000.json.gz
+    (shard,) = (tmp_path / "out").glob("m-*")  # Dolma names it m-0000.json.gz
     rows = [json.loads(line) for line in gzip.decompress(shard.read_bytes()).splitlines()]
     assert [r["id"] for r in rows] == json.loads((SAMPLE / "dolma_mix_expected.json").read_text())["int"]["ids"]
 
@@ -365,8 +376,10 @@ def test_config_processes_is_used_and_removals_are_counted(tmp_path, monkeypatch
     proc = run_feedline("mix", str(path))
     out = proc.stdout
     assert "mix: kept 3 of 10 documents" in out
-    assert "mix:   removed 4 by exclude $.attributes[?(@.e__t__a[0][2] == 0)]" in out
-    assert "mix:   removed 3 by exclude $.attributes[?(@.e__t__a[0][2] == 1)]" in out
+    assert "mix:   removed 7 by the filters" in out
+    assert "mix:   exclude $.attributes[?(@.e__t__a[0][2] == 0)]: removed 4 (matched 4)" in out
+    assert "mix:   exclude $.attributes[?(@.e__t__a[0][2] == 1)]: removed 3 (matched 3)" in out
+    assert f"mix:   summary: {tmp_path}/out/.feedline-mix/mix.json" in out
 
 
 def test_filter_on_an_attribute_no_row_has_is_warned_with_the_count(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -96,6 +97,11 @@ def cmd_mix(args: argparse.Namespace) -> int:
     config, processes = load_mix(args.config)
     # --processes wins over the config's `processes`, which wins over 1
     report = run_mix(config, processes=args.processes or processes or 1)
+    if args.summary:
+        from feedline.curate import files
+
+        summary = {"config": args.config, **report.to_json()}
+        files.write_small(args.summary, json.dumps(summary, indent=2).encode() + b"\n")
     for line in report.lines():
         print(line)
     for stream in report.streams:
@@ -112,7 +118,8 @@ def cmd_list_taggers(args: argparse.Namespace) -> int:
     width = max(len(name) for name in taggers)
     for name, cls in taggers.items():
         doc = (cls.__doc__ or "").strip().splitlines()
-        print(f"{name:<{width}}  {doc[0] if doc else ''}")
+        options = f" (options: {', '.join(cls.options)})" if cls.options else ""
+        print(f"{name:<{width}}  {doc[0] if doc else ''}{options}")
     return 0
 
 
@@ -154,6 +161,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="streams mixed in parallel (default: the config's `processes`, else 1)",
     )
+    p.add_argument("--summary", metavar="FILE",
+                   help="also write the run's summary (per stream and per filter counts) to FILE as JSON; "
+                   "each stream's is always written to <output.path>/.feedline-mix/<name>.json")
     p.set_defaults(func=cmd_mix)
 
     p = subparsers.add_parser("list-taggers", help="every registered tagger and what it measures")

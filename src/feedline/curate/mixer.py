@@ -10,11 +10,13 @@ or misaligned attribute file is an error naming both files, shards are cut by *o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,12 +26,17 @@ import yaml
 from feedline.curate import files
 from feedline.curate.errors import AlignmentError, CurateError
 from feedline.curate.jsonpath import JsonPath
+from feedline.curate.progress import DocProgress
 from feedline.curate.runtime import attribute_path, relative_name
 from feedline.io.paths import is_url
 from feedline.validate import check_int
 
 log = logging.getLogger("feedline.curate")
 _EXTENSIONS = {"gz": ".jsonl.gz", "zst": ".jsonl.zst", "": ".jsonl"}
+SUMMARY_FOLDER = ".feedline-mix"
+#: Progress goes to the parent every this many documents or seconds, whichever comes first.
+PROGRESS_EVERY_DOCS = 1000
+PROGRESS_EVERY_S = 0.5
 DEFAULT_SHARD_BYTES = 1 << 30  # a shard closes at 1 GiB compressed unless output.max_size_in_bytes says
 _STREAM_KEYS = {"name", "documents", "attributes", "filter", "span_replacement", "output", "compression"}
 #: Top-level keys of Dolma's mixer config; ``work_dir`` is accepted with a warning that it is unused.
@@ -82,14 +89,66 @@ def attribute_names(expression: str) -> set[str]:
 
 
 @dataclass
+class FilterCount:
+    """One include/exclude expression, evaluated on every document of its stream on its own.
+
+    ``matched``: documents the expression matches. ``removed``: documents it alone drops, i.e.
+    those an exclude matches or an include does not. A document two filters drop counts under
+    both, so the counts may add up to more than the stream's removals.
+    """
+
+    kind: str
+    expression: str
+    matched: int = 0
+    removed: int = 0
+
+
+@dataclass
 class StreamReport:
     name: str
     documents: int = 0
     kept: int = 0
     shards: list[str] = field(default_factory=list)
     bytes_written: int = 0
-    removed: dict[str, int] = field(default_factory=dict)  # filter -> documents it removed
+    filters: list[FilterCount] = field(default_factory=list)
+    #: documents the include/exclude rule dropped (each once)
+    removed_by_filters: int = 0
+    #: documents kept by the filters but shorter than ``output.min_text_length`` after replacement
+    removed_by_min_text_length: int = 0
+    min_text_length: int = 0
+    seconds: float = 0.0
+    summary: str = ""
     warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stream's summary as written next to its shards."""
+        return {
+            "stream": self.name,
+            "documents": self.documents,
+            "kept": self.kept,
+            "removed": self.documents - self.kept,
+            "removed_by_filters": self.removed_by_filters,
+            "removed_by_min_text_length": self.removed_by_min_text_length,
+            "filters": [dataclasses.asdict(f) for f in self.filters],
+            "shards": self.shards,
+            "bytes_written": self.bytes_written,
+            "seconds": round(self.seconds, 3),
+            "warnings": self.warnings,
+        }
+
+    def lines(self) -> Iterator[str]:
+        folder = os.path.dirname(self.shards[0]) if self.shards else "-"
+        yield (f"{self.name}: kept {self.kept:,} of {self.documents:,} documents into {len(self.shards)} shards "
+               f"({self.bytes_written:,} bytes) under {folder}")
+        removed = f"{self.name}:   removed {self.removed_by_filters:,} by the filters"
+        if self.min_text_length:
+            removed += (f", {self.removed_by_min_text_length:,} by output.min_text_length "
+                        f"{self.min_text_length}")
+        yield removed
+        for f in self.filters:
+            yield f"{self.name}:   {f.kind} {f.expression}: removed {f.removed:,} (matched {f.matched:,})"
+        if self.summary:
+            yield f"{self.name}:   summary: {self.summary}"
 
 
 @dataclass
@@ -99,10 +158,16 @@ class MixReport:
 
     def lines(self) -> Iterator[str]:
         for s in self.streams:
-            yield (f"{s.name}: kept {s.kept:,} of {s.documents:,} documents into {len(s.shards)} shards "
-                   f"({s.bytes_written:,} bytes) under {os.path.dirname(s.shards[0]) if s.shards else '-'}")
-            for rule, count in s.removed.items():
-                yield f"{s.name}:   removed {count:,} by {rule}"
+            yield from s.lines()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seconds": round(self.seconds, 3), "streams": [s.to_json() for s in self.streams]}
+
+
+def summary_path(stream: StreamConfig) -> str:
+    """``<output.path>/.feedline-mix/<name>.json``: beside the shards, but hidden, so a glob over
+    the mixed folder (``*``, ``*.gz``) never reads it as documents."""
+    return f"{stream.output_path}/{SUMMARY_FOLDER}/{stream.name}.json"
 
 
 
@@ -245,14 +310,24 @@ def _replacement(raw: Any, at: str) -> SpanReplacement:
     )
 
 
-def removed_by(row: dict[str, Any], stream: StreamConfig) -> str | None:
-    """``None`` when :func:`keep` keeps ``row``; otherwise the filter that removed it."""
-    if stream.include and not any(p.matches(row) for p in stream.include):
-        return "include (no include matched)"
-    for p in stream.exclude:
-        if p.matches(row):
-            return f"exclude {p.text}"
-    return None
+def count_filters(row: dict[str, Any], stream: StreamConfig, counts: list[FilterCount]) -> bool:
+    """:func:`keep`, evaluating every expression (no short cut) to count each one on its own."""
+    n_include = len(stream.include)
+    any_include = False
+    any_exclude = False
+    for i, pattern in enumerate((*stream.include, *stream.exclude)):
+        matched = pattern.matches(row)
+        count = counts[i]
+        if matched:
+            count.matched += 1
+        if i < n_include:
+            any_include = any_include or matched
+            if not matched:
+                count.removed += 1
+        elif matched:
+            any_exclude = True
+            count.removed += 1
+    return (any_include or not n_include) and not any_exclude
 
 
 def keep(row: dict[str, Any], stream: StreamConfig) -> bool:
@@ -361,14 +436,42 @@ def _attribute_lines(paths: list[str], stack: Any) -> list[Iterator[bytes]]:
     return readers
 
 
-def mix_stream(stream: StreamConfig) -> StreamReport:
-    """Mix one stream; returns counts and the shard paths."""
+class _Ticker:
+    """Hands document counts to a progress callback in batches (every
+    :data:`PROGRESS_EVERY_DOCS` documents or :data:`PROGRESS_EVERY_S` seconds)."""
+
+    __slots__ = ("progress", "pending", "last")
+
+    def __init__(self, progress: Callable[[int], None] | None) -> None:
+        self.progress = progress
+        self.pending = 0
+        self.last = time.monotonic()
+
+    def tick(self) -> None:
+        self.pending += 1
+        if self.pending >= PROGRESS_EVERY_DOCS or (self.pending & 63 == 0 and
+                                                    time.monotonic() - self.last >= PROGRESS_EVERY_S):
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending and self.progress is not None:
+            self.progress(self.pending)
+        self.pending = 0
+        self.last = time.monotonic()
+
+
+def mix_stream(stream: StreamConfig, progress: Callable[[int], None] | None = None) -> StreamReport:
+    """Mix one stream; returns counts and the shard paths; ``progress(n)`` gets document counts
+    in batches while it runs."""
     import contextlib
 
-    report = StreamReport(stream.name)
+    started = time.monotonic()
+    report = StreamReport(stream.name, min_text_length=stream.min_text_length)
+    counts = [FilterCount("include", p.text) for p in stream.include] + [
+        FilterCount("exclude", p.text) for p in stream.exclude]
+    ticker = _Ticker(progress)
     writer = _ShardWriter(stream)
     discard = stream.discard_fields
-    removed: dict[str, int] = {}
     wanted = {
         name: p.text for p in (*stream.include, *stream.exclude) for name in attribute_names(p.text)
     }
@@ -384,6 +487,7 @@ def mix_stream(stream: StreamConfig) -> StreamReport:
                 for line in doc_lines:
                     line_no += 1
                     report.documents += 1
+                    ticker.tick()
                     try:
                         row = orjson.loads(line)
                     except orjson.JSONDecodeError as exc:
@@ -394,15 +498,13 @@ def mix_stream(stream: StreamConfig) -> StreamReport:
                         attrs = row.get("attributes")
                         if isinstance(attrs, dict):
                             seen.update(name for name in wanted if name in attrs)
-                    why = removed_by(row, stream)
-                    if why is not None:
-                        removed[why] = removed.get(why, 0) + 1
+                    if not count_filters(row, stream, counts):
+                        report.removed_by_filters += 1
                         continue
                     if stream.span_replacement and isinstance(row.get("text"), str):
                         row["text"] = replace_spans(row["text"], row, stream.span_replacement)
                     if stream.min_text_length and len(row.get("text") or "") < stream.min_text_length:
-                        why = f"output.min_text_length {stream.min_text_length}"
-                        removed[why] = removed.get(why, 0) + 1
+                        report.removed_by_min_text_length += 1
                         continue
                     metadata = row.get("metadata")
                     if not isinstance(metadata, dict):
@@ -431,9 +533,15 @@ def mix_stream(stream: StreamConfig) -> StreamReport:
     except BaseException:
         writer.abort()
         raise
+    finally:
+        ticker.flush()
     report.shards = writer.shards
     report.bytes_written = writer.bytes_written
-    report.removed = removed
+    report.filters = counts
+    report.seconds = time.monotonic() - started
+    # the summary is the run's record: written (atomically) only once every shard is in place
+    report.summary = summary_path(stream)
+    files.write_small(report.summary, json.dumps(report.to_json(), indent=2).encode() + b"\n")
     return report
 
 
@@ -461,22 +569,61 @@ def _merge_attributes(row: dict[str, Any], readers: list[Iterator[bytes]], paths
         merged.update(values)
 
 
+_PROGRESS_QUEUE: Any = None
+
+
+def _init_mix_worker(progress_queue: Any) -> None:
+    global _PROGRESS_QUEUE
+    _PROGRESS_QUEUE = progress_queue
+
+
 def _mix_stream_worker(stream: StreamConfig) -> StreamReport:
-    return mix_stream(stream)
+    queue = _PROGRESS_QUEUE
+    return mix_stream(stream, queue.put if queue is not None else None)
 
 
-def run_mix(streams: list[StreamConfig], processes: int = 1) -> MixReport:
-    """Mix every stream (in parallel across streams when ``processes`` > 1)."""
-    import time
+def _drain(progress_queue: Any, progress: DocProgress) -> None:
+    while True:
+        try:
+            item = progress_queue.get()
+        except (EOFError, OSError):
+            return
+        if not isinstance(item, int) or item < 0:
+            return
+        progress.add(documents=item)
 
+
+def run_mix(streams: list[StreamConfig], processes: int = 1, show_progress: bool | None = None) -> MixReport:
+    """Mix every stream (in parallel across streams when ``processes`` > 1), with a documents/s
+    progress bar on a terminal (``show_progress`` forces it on or off)."""
     check_int("processes", processes, minimum=1, error=CurateError)
     started = time.monotonic()
-    if processes > 1 and len(streams) > 1:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+    progress = DocProgress("mix", total_files=len(streams), unit_files="streams", enabled=show_progress)
+    try:
+        if processes > 1 and len(streams) > 1:
+            import multiprocessing as mp
+            import threading
+            from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(min(processes, len(streams)), mp_context=mp.get_context("spawn")) as pool:
-            reports = list(pool.map(_mix_stream_worker, streams))
-    else:
-        reports = [mix_stream(s) for s in streams]
+            ctx = mp.get_context("spawn")
+            progress_queue = ctx.Queue()
+            drain = threading.Thread(target=_drain, args=(progress_queue, progress), daemon=True)
+            drain.start()
+            try:
+                with ProcessPoolExecutor(min(processes, len(streams)), mp_context=ctx,
+                                         initializer=_init_mix_worker, initargs=(progress_queue,)) as pool:
+                    reports = []
+                    for report in pool.map(_mix_stream_worker, streams):
+                        reports.append(report)
+                        progress.add(files=1)
+            finally:
+                progress_queue.put(-1)
+                drain.join(timeout=5)
+        else:
+            reports = []
+            for stream in streams:
+                reports.append(mix_stream(stream, lambda n: progress.add(documents=n)))
+                progress.add(files=1)
+    finally:
+        progress.close()
     return MixReport(reports, time.monotonic() - started)
