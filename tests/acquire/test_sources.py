@@ -169,3 +169,65 @@ def test_store_source_offset_past_the_end_is_a_range_error_with_the_size(tmp_pat
 def test_a_url_without_an_object_is_a_download_error() -> None:
     with pytest.raises(DownloadError, match="not the URL of an object"):
         open_source("s3://bucket-only")
+
+
+def test_hub_objects_resume_against_their_content_hash(tmp_path):
+    """hf:// objects carry no ETag, only a content hash (LFS sha256 / blob id): a resume checks
+    it. The Hub is unreachable from CI, so a memory filesystem whose info() reports a blob id
+    stands in for HfFileSystem, behind the same FsspecStore the hf:// scheme uses."""
+    import hashlib
+    import os
+
+    import fsspec
+
+    from feedline.acquire.download import download_shard
+    from feedline.acquire.sources import StoreSource
+    from feedline.io import FsspecStore
+
+    class HubLike(type(fsspec.filesystem("memory"))):  # type: ignore[misc]
+        def info(self, path, **kwargs):
+            out = dict(super().info(path, **kwargs))
+            if out.get("type") == "file":
+                out["blob_id"] = hashlib.sha1(self.cat_file(path)).hexdigest()
+            return out
+
+    fs = HubLike(skip_instance_cache=True)
+    root = f"/hub{os.getpid()}/datasets/o/n"
+    data = os.urandom(5 << 20)
+    fs.pipe_file(f"{root}/x.bin", data)
+    store = FsspecStore(fs, root, protocol="hf")
+
+    class Killed(Exception):
+        pass
+
+    def kill_after(limit: int):
+        seen = [0]
+
+        def on_bytes(n: int) -> None:
+            seen[0] += n
+            if seen[0] >= limit:
+                raise Killed
+
+        return on_bytes
+
+    dest = tmp_path / "x.bin"
+    try:
+        with pytest.raises(Killed):
+            download_shard("hf://datasets/o/n/x.bin", dest, source=StoreSource(store, "x.bin"),
+                           checkpoint_bytes=1 << 20, on_bytes=kill_after(3 << 20))
+        result = download_shard("hf://datasets/o/n/x.bin", dest, source=StoreSource(store, "x.bin"),
+                                checkpoint_bytes=1 << 20)
+        assert dest.read_bytes() == data and result.reused_bytes >= 1 << 20 and result.restarts == 0
+        assert result.etag.startswith("hf:") and result.etag.endswith(hashlib.sha1(data).hexdigest())
+
+        dest2 = tmp_path / "again" / "x.bin"
+        with pytest.raises(Killed):
+            download_shard("hf://datasets/o/n/x.bin", dest2, source=StoreSource(store, "x.bin"),
+                           checkpoint_bytes=1 << 20, on_bytes=kill_after(3 << 20))
+        new = os.urandom(len(data))  # same size, new content: only the hash tells
+        fs.pipe_file(f"{root}/x.bin", new)
+        result = download_shard("hf://datasets/o/n/x.bin", dest2, source=StoreSource(store, "x.bin"),
+                                checkpoint_bytes=1 << 20)
+        assert dest2.read_bytes() == new and result.reused_bytes == 0 and result.restarts == 1
+    finally:
+        fs.rm(f"/hub{os.getpid()}", recursive=True)

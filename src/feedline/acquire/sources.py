@@ -271,6 +271,10 @@ class StoreSource:
                 self.store.full_path(self.name)
             )
             etag = details.get("ETag") or details.get("etag")
+            if not etag:
+                # The Hub has no ETag in its listing but a content hash (LFS sha256 / git blob
+                # id): the store's fingerprint, so a resume can tell the same object from another.
+                etag = self.store.stat(self.name).fingerprint
             version = details.get("VersionId")
             total = int(details["size"])
             last_modified = None
