@@ -229,6 +229,7 @@ def _run(
             "work_dir": str(work.root),
             "index_bytes_total": sum(index_bytes),
             "band_entries": sum(int(m["band_entries"]) for m in sig),
+            "cluster_index_bytes": int(cluster["index_bytes"]),
             "clusters": int(cluster["clusters"]),
             "largest_cluster": int(cluster["largest_cluster"]),
             "stages": {name: runner.report() for name, runner in runners.items()},
