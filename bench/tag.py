@@ -214,7 +214,7 @@ def main() -> None:
                 return run_cpu([dolma, "-c", str(config), "mix"])
 
             dolma_mix_cpu = measure("dolma mix", their_mix)
-        ours_kept = sum(len(gzip.decompress(p.read_bytes()).splitlines()) for p in (root / "mixed").glob("*"))
+        ours_kept = sum(len(gzip.decompress(p.read_bytes()).splitlines()) for p in (root / "mixed").glob("bench-*"))
         print(f"  feedline mix kept {ours_kept:,} documents; {args.docs / mix_wall:,.0f} docs/s wall")
         print_ratios(args.docs, ours1, ours2, theirs, base, cli1, cli2, cli_own, dolma_cheap, mix_cpu, dolma_mix_cpu)
     finally:
