@@ -1,4 +1,4 @@
-"""``feedline tag``, ``feedline mix`` and ``feedline list-taggers``."""
+"""``feedline tag`` (flags or ``--config``), ``feedline mix`` and ``feedline list-taggers``."""
 
 from __future__ import annotations
 
