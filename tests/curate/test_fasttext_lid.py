@@ -118,6 +118,7 @@ def test_all_languages_tagger_lists_every_label_best_first(lid_model):
 def test_batch_equals_one_by_one(lid_model):
     rows = mixed_corpus(seed=5, docs=40)
     docs = [Document(id=r["id"], text=r["text"]) for r in rows]
+    docs.append(Document(id="surrogate", text="the water \ud800 and\nder \x00 hund"))  # JSON may carry a lone one
     for name in ("ft_lang_id_en_doc_v2", "ft_lang_id_en_paragraph_v2", "ft_lang_id_en_paragraph_with_doc_score_v2",
                  "ft_lang_id_doc_v1", "ft_lang_id_paragraph_v1"):
         tagger = get_tagger(name)(model=str(lid_model))

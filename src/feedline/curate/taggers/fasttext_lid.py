@@ -132,7 +132,13 @@ class FastTextLanguageTagger(BaseTagger):
     def _predict_many(self, docs: list[Document]) -> list[DocResult]:
         per_doc = [self.slices(doc.text) for doc in docs]
         texts = [prepare(doc.text[s:e]) for doc, cuts in zip(docs, per_doc, strict=True) for s, e in cuts]
-        labels, probs = self.classifier.predict(texts, k=-1) if texts else ([], [])
+        try:
+            labels, probs = self.classifier.predict(texts, k=-1) if texts else ([], [])
+        except TypeError:
+            # a lone surrogate (JSON can escape one) cannot cross into fastText as UTF-8, where
+            # Dolma's tagger crashes; it is classified as '?' instead (offsets are unaffected)
+            texts = [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
+            labels, probs = self.classifier.predict(texts, k=-1)
         results = []
         at = 0
         for doc, cuts in zip(docs, per_doc, strict=True):
