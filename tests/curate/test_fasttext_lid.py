@@ -127,12 +127,13 @@ def test_batch_equals_one_by_one(lid_model):
 
 def test_cli_model_from_env_option_and_config(corpus, lid_model, tmp_path):
     root, path, rows = corpus
-    by_env = run_feedline("tag", "--documents", str(path), "--taggers", "ft_lang_id_en_doc_v2", "--experiment", "a",
-                          env={MODEL_ENV: str(lid_model)})
-    assert "tagged 1 files" in by_env.stdout
+    second = write_jsonl(root / "documents" / "part_001.jsonl.gz", mixed_corpus(seed=9, docs=10))
+    by_env = run_feedline("tag", "--documents", str(path), str(second), "--taggers", "ft_lang_id_en_doc_v2",
+                          "--experiment", "a", "--processes", "2", env={MODEL_ENV: str(lid_model)})
+    assert "tagged 2 files" in by_env.stdout  # spawn workers load the model from the inherited variable
     config = tmp_path / "tag.yaml"
     config.write_text(
-        f"documents: ['{path}']\ntaggers: [ft_lang_id_en_doc_v2]\nexperiment: b\n"
+        f"documents: ['{path}', '{second}']\ntaggers: [ft_lang_id_en_doc_v2]\nexperiment: b\nprocesses: 2\n"
         f"tagger_options: {{ft_lang_id_en_doc_v2: {{model: '{lid_model}'}}}}\n"
     )
     run_feedline("tag", "--config", str(config), env={MODEL_ENV: ""})
