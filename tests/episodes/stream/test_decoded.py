@@ -50,7 +50,8 @@ def test_each_frame_is_decoded_once_when_the_limit_fits(name, request):
     assert metrics["delivered_frames"] == synth.total_frames * cameras
     assert metrics["decoded_per_delivered"] == 1.0
     assert metrics["redecoded_frames"] == 0
-    assert metrics["decoder_opens"] == len(synth.episode_lengths) * cameras  # one per (episode, camera)
+    # one per (episode, camera), a second where a sample asked for frames before the first one's GOP
+    assert len(synth.episode_lengths) * cameras <= metrics["decoder_opens"] <= 2 * len(synth.episode_lengths) * cameras
     assert 0 < metrics["peak_decoded_bytes"] <= int(ds.decoded_cache_gb * 2**30)
 
 

@@ -68,6 +68,7 @@ from feedline.episodes.schedule.state import Stateful
 from feedline.episodes.schedule.strategies import get_strategy
 from feedline.episodes.stream.decoded import (
     DEFAULT_DECODED_CACHE_GB,
+    MAX_CURSORS_PER_SLOT,
     DecodedCounters,
     DecodedFrames,
 )
@@ -166,8 +167,10 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             ``tolerance_s``, ``return_uint8``, ``storage_options``, ``sidecar_lock_timeout_s``),
             with the same meaning, and: ``image_transforms`` runs on the thread iterating the
             dataset, in schedule order; ``decoder_cache_size`` is the most open video decoders
-            (one per resident episode and camera) per rank, 1/N per worker, least recently used
-            closed first, at least one per worker (default: ``episode_pool_size`` x cameras).
+            (up to two per resident episode and camera: one decoding forward, one filling the
+            frames before where the first sample started) per rank, 1/N per worker, least
+            recently used closed first, at least one per worker (default: 2 x
+            ``episode_pool_size`` x cameras; about 3 MiB each at 480x640).
     """
 
     def __init__(
@@ -248,10 +251,10 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
 
     @property
     def decoders_per_rank(self) -> int:
-        """Open decoders per rank (``decoder_cache_size``; default pool x cameras)."""
+        """Open decoders per rank (``decoder_cache_size``; default 2 x pool x cameras)."""
         if self._decoders_per_rank is not None:
             return self._decoders_per_rank
-        return self.episode_pool_size * max(1, len(self.video_keys))
+        return MAX_CURSORS_PER_SLOT * self.episode_pool_size * max(1, len(self.video_keys))
 
     @property
     def pool_settings(self) -> dict[str, Any]:

@@ -10,7 +10,10 @@ to repeat) gather it from memory. What is kept is bounded per worker by :class:`
   (counted in ``redecoded_frames``) - slower, never over the limit;
 * open decoders (a container and its codec threads) stay within ``decoder_cache_size``, least
   recently used closed first; a closed decoder reopens at the keyframe before the next frame
-  it must produce (counted in ``decoder_opens``).
+  it must produce (counted in ``decoder_opens``). A span has at most two open at once: the
+  first sample asked of a newly resident episode is decoded from its own keyframe (a worker's
+  first batch waits for a GOP per episode, not for half of each), and a second decoder fills
+  the frames before it when they are asked for.
 
 A camera's frames are released when its episode's last sample is assembled
 (:meth:`CameraFrames.close`). Stored frames are numpy arrays, never FFmpeg frames, so nothing
@@ -40,7 +43,7 @@ from feedline.episodes.video.frames import rgb_array
 from feedline.episodes.video.minimp4 import MiniMp4, frame_span, plan_span
 from feedline.episodes.video.mp4.table import SampleTable
 
-__all__ = ["DEFAULT_DECODED_CACHE_GB", "CameraFrames", "DecodedFrames", "cut_mini"]
+__all__ = ["DEFAULT_DECODED_CACHE_GB", "MAX_CURSORS_PER_SLOT", "CameraFrames", "DecodedFrames", "cut_mini"]
 
 #: Decoded-frame limit per rank (GiB). A resident episode's frames are kept until its last
 #: sample, so the default pool (32 episodes per rank) of two cameras with ~400-frame episodes
@@ -144,12 +147,13 @@ class DecodedFrames:
             for name, delta in deltas.items():
                 setattr(self.counters, name, getattr(self.counters, name) + delta)
 
-    def opened(self, owner: CameraFrames, slot: int) -> None:
-        """Record a newly opened decoder and close the least recently used beyond the bound."""
+    def opened(self, owner: CameraFrames, key: int) -> None:
+        """Record a newly opened decoder (``owner``'s ``key``) and close the least recently used
+        beyond the bound."""
         with self._lock:
             self.counters.decoder_opens += 1
-            self._open[(id(owner), slot)] = owner
-            self._open.move_to_end((id(owner), slot))
+            self._open[(id(owner), key)] = owner
+            self._open.move_to_end((id(owner), key))
             victims = [key for key in self._open if self._open[key] is not owner]
             excess = len(self._open) - self.decoder_cache_size
             for key in victims:
@@ -159,14 +163,14 @@ class DecodedFrames:
                     del self._open[key]
                     excess -= 1
 
-    def used(self, owner: CameraFrames, slot: int) -> None:
+    def used(self, owner: CameraFrames, key: int) -> None:
         with self._lock:
-            if (id(owner), slot) in self._open:
-                self._open.move_to_end((id(owner), slot))
+            if (id(owner), key) in self._open:
+                self._open.move_to_end((id(owner), key))
 
-    def closed(self, owner: CameraFrames, slot: int) -> None:
+    def closed(self, owner: CameraFrames, key: int) -> None:
         with self._lock:
-            self._open.pop((id(owner), slot), None)
+            self._open.pop((id(owner), key), None)
 
     @property
     def open_decoders(self) -> int:
@@ -211,9 +215,6 @@ class _Decoder:
             "before every planned frame"
         )
 
-    def passed(self, tick: int) -> bool:
-        return self.last_tick is not None and tick <= self.last_tick
-
     def close(self) -> None:
         if self.container is not None:
             self._frames = None
@@ -221,8 +222,28 @@ class _Decoder:
             self.container = None
 
 
+class _Cursor:
+    """One open decoder over a slot, moving forward from where it was opened."""
+
+    def __init__(self, key: int, slot: int, decoder: _Decoder) -> None:
+        self.key = key
+        self.slot = slot
+        self.decoder = decoder
+
+
+#: Most decoders open at once on one slot (a fetched mini-MP4): the frontier a first request
+#: jumped to, and one filling the frames before it.
+MAX_CURSORS_PER_SLOT = 2
+
+
 class CameraFrames:
     """One resident episode's frames of one camera, decoded once from its fetched mini-MP4s.
+
+    The first frame asked of a fetched span is decoded from its own keyframe, not from the
+    span's start, so a newly resident episode's first sample costs a GOP, not half an episode
+    (what a worker's first batch waits for). A second decoder then fills the frames before that
+    keyframe when they are asked for, and stops where the first one began: every frame is still
+    decoded once while the limit keeps them.
 
     Args:
         decoded: the worker's decoded-frame memory and decoder LRU.
@@ -247,8 +268,9 @@ class CameraFrames:
             ticks = np.asarray(table.pts_ticks[first : last + 1]).tolist()
             for sample, tick in enumerate(ticks, first):
                 self._sample_of.setdefault(tick, sample)
-        self._decoders: list[_Decoder | None] = [None] * len(self._minis)
-        self._high: list[int | None] = [None] * len(self._minis)  # last tick decoded forward
+        self._ticks = [np.asarray(mini.plan.pts_ticks, dtype=np.int64) for mini in self._minis]
+        self._cursors: dict[int, _Cursor] = {}  # by key, least recently used first
+        self._next_key = 0
         self._frames: dict[int, np.ndarray] = {}
         self._ever_decoded: set[int] = set()
         self._delivered: set[int] = set()
@@ -274,18 +296,14 @@ class CameraFrames:
         slot = self._slot_of.get(tick)
         if slot is None:
             raise SidecarError(f"{self._name}: tick {tick} is not in this episode's fetched spans")
-        decoder = self._decoders[slot]
-        if decoder is None or decoder.passed(tick) or self._jump_pays(decoder, tick):
-            decoder = self._open(slot, tick)
-        else:
-            self._decoded.used(self, slot)
+        cursor = self._cursor_for(slot, tick)
+        decoder = cursor.decoder
         decoded = redecoded = 0
+        got = None
         try:
             while True:
                 got, frame = decoder.next_frame()
                 decoded += 1
-                if self._high[slot] is None or got > self._high[slot]:
-                    self._high[slot] = got
                 if got in self._ever_decoded:
                     redecoded += 1
                 self._ever_decoded.add(got)
@@ -305,54 +323,87 @@ class CameraFrames:
             self._decoded.count(decoded_frames=decoded, redecoded_frames=redecoded)
         if tick not in found:
             raise Mp4Error(f"{self._name}: the decoder skipped tick {tick} (last decoded {got})")
+        ticks = self._ticks[slot]
+        after = int(np.searchsorted(ticks, got, side="right"))
+        if after >= len(ticks) or int(ticks[after]) in self._frames:
+            self._close_cursor(cursor)  # it would only decode kept frames again: retire it
 
-    def _jump_pays(self, decoder: _Decoder, tick: int) -> bool:
-        """Whether reopening at ``tick``'s keyframe beats decoding forward to it: the frames in
-        between could not be kept and a keyframe lies between."""
-        if decoder.last_tick is None or self._decoded.has_room():
-            return False
+    def _cursor_for(self, slot: int, tick: int) -> _Cursor:
+        """The decoder that produces ``tick`` with no frame decoded twice (see the class doc)."""
+        ticks = self._ticks[slot]
+        at = int(np.searchsorted(ticks, tick))
+        room = self._decoded.has_room()
+        best: _Cursor | None = None
+        best_pos = -1
+        for cursor in self._cursors.values():
+            last = cursor.decoder.last_tick
+            if cursor.slot != slot or last is None or last >= tick:
+                continue
+            pos = int(np.searchsorted(ticks, last))
+            if pos > best_pos and not any(int(t) in self._frames for t in ticks[pos + 1 : at]):
+                best, best_pos = cursor, pos
+        key_first = self._keyframe_of(tick, slot)
+        if best is not None:
+            # With room, going on is never worse: a new decoder would start at the same frame
+            # or re-decode kept ones. Without room the frames passed over cannot be kept, so
+            # it goes on only while that is no longer than decoding from the keyframe.
+            jump_cost = at - int(np.searchsorted(ticks, self._start_tick(key_first, tick)))
+            if room or at - best_pos <= jump_cost + 1:
+                self._cursors[best.key] = self._cursors.pop(best.key)  # most recently used
+                self._decoded.used(self, best.key)
+                return best
+        first_touch = not any(int(t) in self._ever_decoded for t in ticks)
+        if first_touch or not room:
+            first = key_first  # start at the wanted frame's own keyframe
+        else:  # start the undecoded run holding ``tick`` (ends where a kept frame begins)
+            run = at
+            while run > 0 and int(ticks[run - 1]) not in self._frames:
+                run -= 1
+            first = self._keyframe_of(int(ticks[run]), slot)
+        return self._open(slot, first)
+
+    def _keyframe_of(self, tick: int, slot: int) -> int:
+        """The first sample (decode order) a decoder needs for ``tick``, inside ``slot``'s span."""
         first, _ = frame_span(self._table, self._sample_of[tick], self._name)
-        return first > self._sample_of[decoder.last_tick] + 1
+        return max(first, self._minis[slot].plan.first)
 
-    def _open(self, slot: int, tick: int) -> _Decoder:
-        """A decoder over ``slot``'s mini-MP4 (replacing any).
+    def _start_tick(self, first: int, tick: int) -> int:
+        """The earliest presentation tick a decoder opened at sample ``first`` outputs."""
+        return min(int(np.min(self._table.pts_ticks[first : self._sample_of[tick] + 1])), tick)
 
-        It starts where forward decoding stopped (the span's start at first), so every frame is
-        decoded once while the limit keeps them; to re-decode a frame it did not keep, or with
-        no room, it starts at the keyframe ``tick`` needs.
-        """
-        self.drop_decoder(slot, blocking=None)
+    def _open(self, slot: int, first: int) -> _Cursor:
+        """A new decoder over ``slot``'s mini-MP4 from sample ``first`` (decode order)."""
+        mine = [c for c in self._cursors.values() if c.slot == slot]
+        if len(mine) >= MAX_CURSORS_PER_SLOT:
+            self._close_cursor(mine[0])  # this slot's least recently used
         mini = self._minis[slot]
-        ticks = mini.plan.pts_ticks  # ascending
-        high = self._high[slot]
-        resume = int(ticks[0]) if high is None else int(ticks[min(len(ticks) - 1, np.searchsorted(ticks, high, side="right"))])
-        start = resume if tick >= resume and self._decoded.has_room() else tick
-        first, _ = frame_span(self._table, self._sample_of[start], self._name)
-        first = max(first, mini.plan.first)
         decoder = _Decoder(cut_mini(self._table, mini, first, mini.plan.last), self._name)
-        self._decoders[slot] = decoder
-        self._decoded.opened(self, slot)
-        return decoder
+        cursor = _Cursor(self._next_key, slot, decoder)
+        self._next_key += 1
+        self._cursors[cursor.key] = cursor
+        self._decoded.opened(self, cursor.key)
+        return cursor
+
+    def _close_cursor(self, cursor: _Cursor) -> None:
+        self._cursors.pop(cursor.key, None)
+        cursor.decoder.close()
+        self._decoded.closed(self, cursor.key)
 
     def covers(self, tick: int) -> bool:
         """Whether ``tick`` is one of the fetched spans' frames."""
         return tick in self._slot_of
 
-    def drop_decoder(self, slot: int, blocking: bool | None = True) -> bool:
-        """Close ``slot``'s decoder. ``blocking=False``: only if no thread is decoding with it
-        (returns whether it was closed); ``None``: the caller already holds the lock."""
-        if blocking is not None and not self._lock.acquire(blocking=blocking):
+    def drop_decoder(self, key: int, blocking: bool = True) -> bool:
+        """Close the decoder ``key`` (the worker's LRU bound). ``blocking=False``: only if no
+        thread is decoding with it (returns whether it was closed)."""
+        if not self._lock.acquire(blocking=blocking):
             return False
         try:
-            decoder = self._decoders[slot]
-            self._decoders[slot] = None
-            if decoder is not None:
-                decoder.close()
+            cursor = self._cursors.pop(key, None)
+            if cursor is not None:
+                cursor.decoder.close()
         finally:
-            if blocking is not None:
-                self._lock.release()
-        if blocking is None and decoder is not None:
-            self._decoded.closed(self, slot)
+            self._lock.release()
         return True
 
     def close(self) -> None:
@@ -361,8 +412,8 @@ class CameraFrames:
             if self._closed:
                 return
             self._closed = True
-            for slot in range(len(self._decoders)):
-                self.drop_decoder(slot, blocking=None)
+            for cursor in list(self._cursors.values()):
+                self._close_cursor(cursor)
             nbytes = sum(frame.nbytes for frame in self._frames.values())
             self._frames.clear()
         self._decoded.free(nbytes)

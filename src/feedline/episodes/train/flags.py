@@ -89,7 +89,7 @@ SETTINGS: tuple[Setting, ...] = (
             help="most GiB of decoded frames per rank (1/N per worker); each resident frame decoded once",
             fallback_flag="--dataset.streaming_decoded_cache_gb"),
     Setting("decoder_cache_size", _optional(int),
-            help="open video decoders per rank, 1/N per worker (LRU); default: pool x cameras",
+            help="open video decoders per rank, 1/N per worker (LRU); default: 2 x pool x cameras",
             fallback_flag="--dataset.video_decoder_cache_size"),
     Setting("sidecar_lock_timeout_s", float,
             help="seconds to wait for another process building the same MP4 sidecar"),
