@@ -235,6 +235,25 @@ def test_bad_document_is_one_line_naming_the_file_and_no_output(
     assert not list(out.glob("*.zst")) and not (out / "dedup.json").exists()
 
 
+def test_no_duplicates_and_an_empty_shard_equal_the_engine(ray_address: str, tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_bytes(
+        b'{"id": "x", "text": "alpha beta gamma delta epsilon zeta"}\n{"id": "y", "text": "one two"}\n'
+    )
+    (tmp_path / "in" / "b.jsonl").write_bytes(b"")
+    inputs = [str(tmp_path / "in" / "a.jsonl"), str(tmp_path / "in" / "b.jsonl")]
+    assert main(["dedup", *inputs, "--out", str(tmp_path / "engine")]) == 0
+    assert main(["dedup", *inputs, "--out", str(tmp_path / "ray"), "--executor", "ray", "--partitions", "3"]) == 0
+    for name in ("verdicts.jsonl", "a.jsonl.zst", "b.jsonl.zst"):
+        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "engine" / name).read_bytes()
+    # a deleted output makes its write task run again; another --out is refused for this work dir
+    (tmp_path / "ray" / "a.jsonl.zst").unlink()
+    assert main(["dedup", *inputs, "--out", str(tmp_path / "ray"), "--executor", "ray"]) == 0
+    assert (tmp_path / "ray" / "a.jsonl.zst").read_bytes() == (tmp_path / "engine" / "a.jsonl.zst").read_bytes()
+    work = str(tmp_path / "ray" / ".dedup-work")
+    assert main(["dedup", *inputs, "--out", str(tmp_path / "other"), "--executor", "ray", "--work-dir", work]) != 0
+
+
 def test_without_ray_the_cli_names_the_extra(tmp_path: Path) -> None:
     # Ray is installed in the dev venv, so its absence is simulated: sys.modules["ray"] = None
     # makes `import ray` raise ImportError exactly as on a machine without it. A subprocess, so

@@ -158,6 +158,7 @@ def run_ray_dedup(
             "schema": 1,
             "dedup": config.to_dict(),
             "partitions": partitions,
+            "out": str(out_dir.absolute()),
             "text_field": text_field,
             "skip_bad_lines": skip_bad_lines,
             "inputs": [{**ident, "output": name} for ident, name in zip(identities, names, strict=True)],
@@ -204,6 +205,9 @@ def _run(
     )
     cluster = runners["cluster"](stages.cluster_task, [("cluster/cluster", (plan_ref,))])[0]
     runners["resolve"](stages.resolve_task, [(f"resolve/r{k:04d}", (plan_ref, k, counts_ref)) for k in parts])
+    for s, name in enumerate(names):  # an output deleted since its task ran is written again
+        if not (out_dir / name).exists():
+            work.marker_path(f"write/s{s:05d}").unlink(missing_ok=True)
     written = runners["write"](stages.write_task, [(f"write/s{s:05d}", (plan_ref, s, counts_ref)) for s in shards])
     sha = stages.join_verdicts(work, len(inputs), out_dir / "verdicts.jsonl")
     keys = ("documents", *stages.KINDS)

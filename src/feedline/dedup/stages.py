@@ -334,10 +334,17 @@ def buckets_task(plan: Plan, p: int, counts: list[int]) -> dict[str, Any]:
 
 
 # -- stage 3 ------------------------------------------------------------------------------------
+def _starts(sizes: np.ndarray) -> np.ndarray:
+    """Offset of each group's first member, for groups of ``sizes`` laid end to end."""
+    starts = np.zeros(len(sizes), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    return starts
+
+
 def _unique_groups(members: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Drop repeated groups (a near-duplicate pair shares most of its bands): pairs through numpy,
     the few larger groups through a set."""
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    starts = _starts(sizes)
     pair = sizes == 2
     pairs = np.stack([members[starts[pair]], members[starts[pair] + 1]], axis=1)
     pairs = np.unique(pairs, axis=0) if len(pairs) else pairs.reshape(0, 2)
@@ -380,7 +387,7 @@ def cluster_task(plan: Plan) -> dict[str, Any]:
     multi = sizes >= 2
     members = members[multi[gid]]
     members, sizes = _unique_groups(members, sizes[multi])
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    starts = _starts(sizes)
     nodes, index = np.unique(members, return_inverse=True)
     index = index.ravel()
     firsts = np.repeat(index[starts], sizes)

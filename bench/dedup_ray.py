@@ -1,0 +1,188 @@
+"""``feedline dedup --executor ray`` at 1 and 2 workers vs the one-process engine, same corpus.
+
+    .venv/bin/python bench/dedup_ray.py [--docs 40000] [--shards 8] [--repeat 3]
+
+Corpus: the planted corpus of tests/dedup/planted_corpus.py (~2 KB documents, 88 % originals,
+8 % near duplicates, 4 % case/whitespace copies) written as ``--shards`` JSONL files. Each run is
+a fresh process (the engine through ``dedup_files``, Ray through ``run_ray_dedup`` on a local Ray
+started with ``num_cpus=workers``, a fresh work dir each time). Reported, medians of ``--repeat``:
+
+* documents per CPU-second. Engine: the process's CPU time. Ray, two ways: the tasks' own CPU
+  time plus the driver's ("task CPU"), and every process of the Ray instance (raylet, GCS,
+  workers, driver) from /proc between the start and the end of the dedup ("cluster CPU").
+  Ray's start-up (~10 s here) is not in either; it is paid once per cluster, not per job.
+* the ratio of each to the engine, measured in the same run of this script;
+* peak RSS of the largest worker process (ru_maxrss reported by its tasks) and of the engine;
+  the largest partition's index arrays (stage 2), which is what shrinks as workers (and so
+  partitions) are added;
+* a projection to 1e9 documents from the measured bytes per document: stage-2 index arrays in
+  total, the single cluster task's arrays, and the work dir on disk.
+All runs check that the Ray verdicts file equals the engine's (same sha256).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _write_corpus(folder: Path, docs: int, shards: int) -> list[str]:
+    import orjson
+    from tests.dedup.planted_corpus import make_corpus
+
+    corpus = make_corpus(int(docs * 0.88), int(docs * 0.08), docs - int(docs * 0.88) - int(docs * 0.08), seed=11)
+    lines = [orjson.dumps({"id": i, "text": t}) + b"\n" for i, t in zip(corpus.ids, corpus.texts, strict=True)]
+    paths = []
+    per = -(-len(lines) // shards)
+    for s in range(shards):
+        path = folder / f"part-{s:03d}.jsonl"
+        path.write_bytes(b"".join(lines[s * per : (s + 1) * per]))
+        paths.append(str(path))
+    return paths
+
+
+def _tree_cpu(root_pid: int) -> float:
+    """CPU seconds (user + system) of ``root_pid`` and every live descendant, from /proc."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        stats[pid] = (int(fields[11]) + int(fields[12])) / _TICKS
+    total, todo = 0.0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, 0.0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def _child(kind: str, workers: int, inputs: list[str], out: Path) -> dict:
+    from feedline.dedup.cli import _output_names, dedup_files
+    from feedline.dedup.engine import DedupConfig
+
+    config = DedupConfig(threshold=0.8)
+    names = _output_names(inputs)
+    out.mkdir(parents=True, exist_ok=True)
+    if kind == "engine":
+        started = time.process_time()
+        summary = dedup_files([Path(p) for p in inputs], out, config)
+        cpu = time.process_time() - started
+        return {"documents": summary["totals"]["documents"], "cpu_s": cpu, "task_cpu_s": cpu,
+                "wall_s": summary["seconds"], "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                "index_bytes": summary["index_bytes"], "sha": summary["verdicts_sha256"]}
+    import ray
+
+    from feedline.dedup.ray_executor import run_ray_dedup
+
+    ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    try:
+        before = _tree_cpu(os.getpid())
+        driver_before = time.process_time()
+        summary = run_ray_dedup(inputs, names, out, config, partitions=4 * workers)
+        driver_cpu = time.process_time() - driver_before
+        cluster_cpu = _tree_cpu(os.getpid()) - before
+    finally:
+        ray.shutdown()
+    ex = summary["executor"]
+    stages = ex["stages"]
+    work_bytes = sum(p.stat().st_size for p in Path(ex["work_dir"]).rglob("*") if p.is_file())
+    return {"documents": summary["totals"]["documents"], "cpu_s": cluster_cpu,
+            "task_cpu_s": sum(s["cpu_s"] for s in stages.values()) + driver_cpu,
+            "wall_s": summary["seconds"], "peak_rss": max(s["peak_worker_rss"] for s in stages.values()),
+            "index_bytes": summary["index_bytes"], "index_bytes_total": ex["index_bytes_total"],
+            "cluster_bytes": ex.get("cluster_index_bytes", 0), "work_bytes": work_bytes,
+            "stage_cpu": {k: s["cpu_s"] for k, s in stages.items()}, "sha": summary["verdicts_sha256"]}
+
+
+def _run(kind: str, workers: int, inputs: list[str], out: Path) -> dict:
+    cmd = [sys.executable, __file__, "--child", kind, "--workers", str(workers), "--out", str(out), *inputs]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} run failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--docs", type=int, default=40_000)
+    parser.add_argument("--shards", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--child", choices=("engine", "ray"))
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--out")
+    parser.add_argument("inputs", nargs="*")
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(_child(args.child, args.workers, args.inputs, Path(args.out))))
+        return
+    with tempfile.TemporaryDirectory(prefix="dedup-ray-bench-") as tmp:
+        root = Path(tmp)
+        (root / "in").mkdir()
+        inputs = _write_corpus(root / "in", args.docs, args.shards)
+        mb = sum(os.path.getsize(p) for p in inputs) / 1e6
+        print(f"corpus: {args.docs} documents, {args.shards} shards, {mb:.1f} MB; load average {os.getloadavg()[0]:.1f}")
+        configs = [("engine", 1), ("ray", 1), ("ray", 2)]
+        results: dict[tuple[str, int], list[dict]] = {c: [] for c in configs}
+        for r in range(args.repeat):
+            for kind, workers in configs:  # interleaved, so load changes hit every config alike
+                out = root / f"out-{kind}-{workers}-{r}"
+                results[(kind, workers)].append(_run(kind, workers, inputs, out))
+        sha = {x["sha"] for runs in results.values() for x in runs}
+        assert len(sha) == 1, "Ray verdicts differ from the engine's"
+        med = {c: {k: statistics.median(x[k] for x in runs) for k in runs[0] if isinstance(runs[0][k], int | float)}
+               for c, runs in results.items()}
+        docs = med[("engine", 1)]["documents"]
+        base = docs / med[("engine", 1)]["cpu_s"]
+        print(f"load average after: {os.getloadavg()[0]:.1f}; verdicts identical in every run: yes")
+        print()
+        print("| executor | workers | docs / CPU-s (all processes) | vs engine | docs / task CPU-s | vs engine "
+              "| wall s | peak RSS, largest worker | index held by one task |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for (kind, workers), m in med.items():
+            rate = docs / m["cpu_s"]
+            task_rate = docs / m["task_cpu_s"]
+            index = f"{m['index_bytes'] / 1e6:.1f} MB"
+            print(f"| {kind} | {workers} | {rate:,.0f} | {rate / base:.2f}x | {task_rate:,.0f} | {task_rate / base:.2f}x "
+                  f"| {m['wall_s']:.1f} | {m['peak_rss'] / 2**20:.0f} MiB | {index} |")
+        print()
+        for workers in (1, 2):
+            runs = results[("ray", workers)]
+            stage_cpu = {k: statistics.median(x["stage_cpu"][k] for x in runs) for k in runs[0]["stage_cpu"]}
+            print(f"ray {workers} worker(s), task CPU-s per stage: " + ", ".join(f"{k} {v:.2f}" for k, v in stage_cpu.items()))
+        m = med[("ray", 2)]
+        per_doc_index = m["index_bytes_total"] / docs
+        per_doc_cluster = m["cluster_bytes"] / docs
+        per_doc_disk = m["work_bytes"] / docs
+        print()
+        print(f"measured per document: stage-2 index arrays {per_doc_index:.0f} B (all partitions), "
+              f"cluster task arrays {per_doc_cluster:.1f} B, work dir on disk {per_doc_disk:.0f} B")
+        billion = 1e9
+        print(f"projection for 1e9 documents: stage-2 index {per_doc_index * billion / 2**30:,.0f} GiB in total "
+              f"-> {per_doc_index * billion / (4 * 2**30):,.0f} partitions of 4 GiB "
+              f"(~2x that per task while sorting); cluster task {per_doc_cluster * billion / 2**30:,.1f} GiB "
+              f"in one process (at this corpus's duplicate rate); work dir {per_doc_disk * billion / 2**40:,.2f} TiB")
+
+
+if __name__ == "__main__":
+    main()
