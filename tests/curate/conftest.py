@@ -35,7 +35,10 @@ def lid_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         lines.append(f"__label__{lang} {sentence(rng, lang, rng.randint(3, 25))}")
     train = folder / "train.txt"
     train.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    model = fasttext.train_supervised(str(train), epoch=5, dim=16, minn=2, maxn=4, bucket=20000, thread=1,
+    # thread=10: fastText fills its input matrix's random start in ten blocks, one per training
+    # thread, so fewer threads leave part of it as uninitialised memory (garbage, sometimes NaN:
+    # "Encountered NaN." in a test run). Ten threads initialise all of it; training stays ~0.2 s.
+    model = fasttext.train_supervised(str(train), epoch=5, dim=16, minn=2, maxn=4, bucket=20000, thread=10,
                                       seed=1, verbose=0)
     path = folder / "lid.tiny.bin"
     model.save_model(str(path))
