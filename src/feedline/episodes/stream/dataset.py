@@ -30,6 +30,7 @@ The dataset, its pool, tracker and pipeline share one checkpoint contract
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import multiprocessing.context as mp_context
 from collections.abc import Iterator, Mapping
@@ -89,6 +90,26 @@ from feedline.episodes.stream.pipeline import (
 from feedline.validate import check_int
 
 __all__ = ["StreamingEpisodeDataset"]
+
+log = logging.getLogger(__name__)
+_warned_in_process = False
+
+
+def _warn_in_process_threads() -> None:
+    """Once per process: iterating in the training process with torch's intra-op pool of
+    several threads. Its threads spin-wait after every parallel op (collate's stack among them)
+    on the cores the decode threads need: measured 4x fewer samples/s at 96x128 on 2 cores than
+    with ``torch.set_num_threads(1)``, which DataLoader workers set for themselves."""
+    global _warned_in_process
+    if _warned_in_process or torch.get_num_threads() <= 1:
+        return
+    _warned_in_process = True
+    log.warning(
+        "StreamingEpisodeDataset is iterated in the training process while torch uses %d "
+        "intra-op threads, which compete with its decode threads: use DataLoader(num_workers>=1) "
+        "(each worker runs torch with one thread) or torch.set_num_threads(1)",
+        torch.get_num_threads(),
+    )
 
 
 # Counters shared by every worker of one dataset: one row per process (the training process,
@@ -476,6 +497,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         info = get_worker_info()
         num_workers, worker_id = (info.num_workers, info.id) if info is not None else (0, 0)
         if info is None:
+            _warn_in_process_threads()
             position = self._current_position(num_workers, self._position)
             self._position = None  # in-process: the position is used once
         else:  # what the training process published for this pass (persistent workers too)
