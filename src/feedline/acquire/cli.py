@@ -124,7 +124,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "(s3://bucket/prefix/*.zst, hf://datasets/OWNER/NAME/en/*.json.gz) or folders "
             "(ending in /), filtered by --include/--exclude. JSONL shards (.jsonl, .jsonl.gz, "
             ".jsonl.zst, .json.gz) are counted, and with --dedup exact and near duplicates are "
-            "removed (kept documents go to dedup/<shard name>.jsonl.zst next to the manifest, the "
+            "removed (kept documents go to dedup/<shard stem>.jsonl.zst next to the manifest, the "
             "names feedline dedup gives them). The manifest is written last; its path goes to "
             "stdout, a summary line to stderr."
         ),
