@@ -12,7 +12,10 @@ import signal
 import time
 
 import orjson
+import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from feedline.acquire.checkpoint import Checkpoint
 from feedline.acquire.download import checkpoint_path, part_path
@@ -205,3 +208,52 @@ def test_dedup_names_match_feedline_dedup_and_survive_a_rerun(nginx_server, tmp_
     assert json.loads((out / "manifest.json").read_text())["totals"] == {**totals, "fetched_bytes": 0,
                                                                            "reused_bytes": totals["bytes"]}
     assert not list(out.glob("*.kept.jsonl.zst"))
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("update"), st.integers(0, 5 * MiB)),
+        st.tuples(st.just("adjust"), st.integers(-3 * MiB, 3 * MiB)),
+        st.tuples(st.just("add_total"), st.integers(0, 5 * MiB)),
+    ),
+    max_size=30,
+)
+
+
+@pytest.mark.filterwarnings("ignore:clamping frac")  # random ops run past the total
+@settings(max_examples=80, deadline=None)
+@given(total=st.integers(0, 50 * MiB), initial=st.integers(0, 10 * MiB), ops=OPS)
+def test_bar_counts_done_and_rates_only_received_bytes(total, initial, ops):
+    """Whatever mix of received bytes, kept/discarded bytes and late totals: tqdm's count is the
+    bytes done, and its rate base (n - initial) is the bytes received now, never the kept ones."""
+    import io
+    from contextlib import redirect_stderr
+
+    from feedline.acquire.runner import _Progress
+
+    with redirect_stderr(io.StringIO()) as err:
+        progress = _Progress(True, "download", total=total, initial=initial)
+        done, received, expected_total = initial, 0, total
+        for op, n in ops:
+            getattr(progress, op)(n)
+            if op == "update":
+                done, received = done + n, received + n
+            elif op == "adjust":
+                done += n
+            else:
+                expected_total += n
+        bar = progress._bar
+        assert (bar.n, bar.n - bar.initial, bar.total) == (done, received, expected_total)
+        assert (progress.done, progress.received) == (done, received)
+        progress.close()
+    assert "download" in err.getvalue()
+
+
+def test_log_line_without_a_terminal_says_share_rate_and_eta():
+    from feedline.acquire.runner import _Progress
+
+    progress = _Progress(False, "download", total=4 * MiB, initial=MiB)
+    progress.started -= 2.0  # two seconds in
+    progress.update(MiB)
+    status = progress._status(progress.started + 2.0)
+    assert status == "2.0 MiB of 4.0 MiB (50%), 512.0 KiB/s, ETA 0:00:04"
