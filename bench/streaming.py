@@ -97,10 +97,12 @@ def _scan_dataset(root: str) -> Any:
                     for f in range(length):
                         cam_rows = np.clip([f + d for d in WINDOW[CAMERAS[0]]], 0, length - 1)
                         act_rows = np.clip([f + d for d in WINDOW["action"]], 0, length - 1)
-                        high = np.stack([frames[CAMERAS[0]][r] for r in cam_rows])
+                        # CHW views stacked: numpy's fastest transposing copy (see assemble.frames_to_tensor)
+                        high = np.stack([frames[CAMERAS[0]][r].transpose(2, 0, 1) for r in cam_rows])
+                        low = np.stack([frames[CAMERAS[1]][f].transpose(2, 0, 1)])[0]
                         yield {
-                            CAMERAS[0]: torch.from_numpy(np.ascontiguousarray(high.transpose(0, 3, 1, 2))),
-                            CAMERAS[1]: torch.from_numpy(np.ascontiguousarray(frames[CAMERAS[1]][f].transpose(2, 0, 1))),
+                            CAMERAS[0]: torch.from_numpy(high),
+                            CAMERAS[1]: torch.from_numpy(low),
                             "action": torch.from_numpy(action[act_rows]),
                             "index": lo + f,
                             f"{CAMERAS[0]}_is_pad": torch.tensor([not 0 <= f + d < length for d in WINDOW[CAMERAS[0]]]),

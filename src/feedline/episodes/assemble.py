@@ -124,8 +124,10 @@ def video_timestamps(spec: SampleSpec, episode: EpisodeData, frame: int) -> dict
 
 def frames_to_tensor(rgb: np.ndarray, return_uint8: bool) -> torch.Tensor:
     """uint8 ``[T, H, W, 3]`` -> ``[T, 3, H, W]`` float32 in [0, 1] (or uint8), one slot squeezed."""
-    # numpy's transposing copy: 3-10x faster than torch's permute().contiguous() on uint8
-    tensor = torch.from_numpy(np.ascontiguousarray(np.asarray(rgb).transpose(0, 3, 1, 2)))
+    # Stacking each frame's CHW view copies in the input's memory order: ~11x faster than
+    # ``np.ascontiguousarray(rgb.transpose(0, 3, 1, 2))`` (0.7 vs 7.9 ms for three 480x640
+    # frames), which is itself 3-10x faster than torch's permute().contiguous() on uint8.
+    tensor = torch.from_numpy(np.stack([frame.transpose(2, 0, 1) for frame in rgb]))
     if not return_uint8:
         tensor = tensor.to(torch.float32) / 255.0
     return tensor.squeeze(0)
