@@ -129,7 +129,7 @@ def frames_to_tensor(rgb: np.ndarray, return_uint8: bool) -> torch.Tensor:
     # frames), which is itself 3-10x faster than torch's permute().contiguous() on uint8.
     tensor = torch.from_numpy(np.stack([frame.transpose(2, 0, 1) for frame in rgb]))
     if not return_uint8:
-        tensor = tensor.to(torch.float32) / 255.0
+        tensor = tensor.to(torch.float32).div_(255.0)  # in place: one float tensor, same values
     return tensor.squeeze(0)
 
 
