@@ -12,7 +12,8 @@ started with ``num_cpus=workers``, a fresh work dir each time). Reported, median
   workers, driver) from /proc between the start and the end of the dedup ("cluster CPU").
   Ray's start-up (~10 s here) is not in either; it is paid once per cluster, not per job.
 * the ratio of each to the engine, measured in the same run of this script;
-* peak RSS of the largest worker process (ru_maxrss reported by its tasks) and of the engine;
+* peak RSS of the largest task (each task resets its worker's peak at start, /proc clear_refs)
+  per stage, and of the engine process;
   the largest partition's index arrays (stage 2), which is what shrinks as workers (and so
   partitions) are added;
 * a projection to 1e9 documents from the measured bytes per document: stage-2 index arrays in
@@ -112,7 +113,9 @@ def _child(kind: str, workers: int, inputs: list[str], out: Path) -> dict:
             "wall_s": summary["seconds"], "peak_rss": max(s["peak_worker_rss"] for s in stages.values()),
             "index_bytes": summary["index_bytes"], "index_bytes_total": ex["index_bytes_total"],
             "cluster_bytes": ex.get("cluster_index_bytes", 0), "work_bytes": work_bytes,
-            "stage_cpu": {k: s["cpu_s"] for k, s in stages.items()}, "sha": summary["verdicts_sha256"]}
+            "stage_cpu": {k: s["cpu_s"] for k, s in stages.items()},
+            "stage_rss": {k: s["peak_worker_rss"] for k, s in stages.items()},
+            "stage_growth": {k: s["peak_task_rss"] for k, s in stages.items()}, "sha": summary["verdicts_sha256"]}
 
 
 def _run(kind: str, workers: int, inputs: list[str], out: Path) -> dict:
@@ -169,7 +172,11 @@ def main() -> None:
         for workers in (1, 2):
             runs = results[("ray", workers)]
             stage_cpu = {k: statistics.median(x["stage_cpu"][k] for x in runs) for k in runs[0]["stage_cpu"]}
+            stage_rss = {k: statistics.median(x["stage_rss"][k] for x in runs) for k in runs[0]["stage_rss"]}
             print(f"ray {workers} worker(s), task CPU-s per stage: " + ", ".join(f"{k} {v:.2f}" for k, v in stage_cpu.items()))
+            growth = {k: statistics.median(x["stage_growth"][k] for x in runs) for k in runs[0]["stage_growth"]}
+            print(f"ray {workers} worker(s), peak worker RSS per stage (task's own growth): "
+                  + ", ".join(f"{k} {v / 2**20:.0f} MiB (+{growth[k] / 2**20:.1f})" for k, v in stage_rss.items()))
         m = med[("ray", 2)]
         per_doc_index = m["index_bytes_total"] / docs
         per_doc_cluster = m["cluster_bytes"] / docs

@@ -104,9 +104,10 @@ class _Stage:
 
     def report(self) -> dict[str, Any]:
         peak = max((r["peak_rss"] for r in self.results), default=0)
+        grown = max((r["task_rss"] for r in self.results), default=0)
         return {"tasks": self.run + self.reused, "run": self.run, "reused": self.reused,
                 "seconds": round(self.seconds, 3), "cpu_s": round(sum(r["cpu_s"] for r in self.results), 3),
-                "peak_worker_rss": peak}
+                "peak_worker_rss": peak, "peak_task_rss": grown}
 
 
 def _task_error(stage: str, exc: Exception) -> FeedlineError:

@@ -176,13 +176,34 @@ class Plan:
         return WorkDir(self.work_root, self.params)
 
 
-def _usage(started_cpu: float) -> dict[str, Any]:
-    """CPU seconds of this task and the peak RSS of the process running it (for the benchmark)."""
-    return {
-        "cpu_s": round(time.process_time() - started_cpu, 4),
-        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "pid": os.getpid(),
-    }
+def _start_usage() -> tuple[float, int]:
+    """Start a task's accounting: reset this process's peak RSS (Linux ``clear_refs`` 5), so a
+    reused worker reports the task's own peak rather than its earlier tasks'."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass  # not Linux, or not allowed: the process's lifetime peak is reported instead
+    return time.process_time(), _rss("VmRSS:")
+
+
+def _rss(field: str = "VmHWM:") -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _usage(started: tuple[float, int]) -> dict[str, Any]:
+    """CPU seconds of this task, its worker's peak RSS and the task's growth over the RSS it
+    started with (what the task itself needed; for the benchmark and ``dedup.json``)."""
+    peak = _rss()
+    return {"cpu_s": round(time.process_time() - started[0], 4), "peak_rss": peak,
+            "task_rss": max(0, peak - started[1]), "pid": os.getpid()}
 
 
 def _documents(plan: Plan, shard: int) -> Iterator[tuple[int, dict[str, Any], str]]:
@@ -200,7 +221,7 @@ def _documents(plan: Plan, shard: int) -> Iterator[tuple[int, dict[str, Any], st
 # -- stage 1 ------------------------------------------------------------------------------------
 def signatures_task(plan: Plan, shard: int) -> dict[str, Any]:
     """Stage 1 for one input shard (see the module docstring)."""
-    started = time.process_time()
+    started = _start_usage()
     work = plan.work()
     config = plan.config
     bands, rows = config.banding()
@@ -313,7 +334,7 @@ def read_partition(work: WorkDir, p: int, counts: list[int]) -> dict[str, np.nda
 
 def buckets_task(plan: Plan, p: int, counts: list[int]) -> dict[str, Any]:
     """Stage 2 for partition ``p``: candidate groups and exact duplicates within it."""
-    started = time.process_time()
+    started = _start_usage()
     work = plan.work()
     entries = read_partition(work, p, counts)
     held = sum(a.nbytes for a in entries.values())
@@ -364,7 +385,7 @@ def _unique_groups(members: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, 
 def cluster_task(plan: Plan) -> dict[str, Any]:
     """Stage 3a: exact duplicates gathered, groups without them, union-find, clusters split
     into ``plan.partitions`` resolve tasks (a cluster never split)."""
-    started = time.process_time()
+    started = _start_usage()
     work = plan.work()
     parts = range(plan.partitions)
     exact_doc = np.concatenate([work.load(f"buckets/p{p:04d}/exact_doc.npy", mmap=False) for p in parts])
@@ -418,40 +439,46 @@ def cluster_task(plan: Plan) -> dict[str, Any]:
 
 
 class _Similarity:
-    """The engine's check of one candidate pair, reading stage 1's arrays of any shard."""
+    """The engine's check of one candidate pair, reading stage 1's arrays of any shard.
+
+    Rows are read with ``pread`` at their offset in the ``.npy`` file rather than through a
+    memory map, so the task's memory is the rows it checks, not the file pages read ahead."""
 
     def __init__(self, plan: Plan, counts: list[int]) -> None:
         self.work = plan.work()
         self.exact = plan.config.verify == "exact"
         self.offsets = shard_offsets(counts)
-        self._arrays: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._files: dict[int, tuple[int, int, np.ndarray | None, int]] = {}
         self._sets: dict[int, np.ndarray] = {}
 
     def _shard(self, doc: int) -> tuple[int, int]:
         s = int(np.searchsorted(self.offsets, doc, side="right")) - 1
         return s, doc - int(self.offsets[s])
 
-    def _of(self, s: int) -> tuple[np.ndarray, np.ndarray | None]:
-        if s not in self._arrays:
+    def _of(self, s: int) -> tuple[int, int, np.ndarray | None, int]:
+        """(fd, data offset in the file, row offsets or None, row width in items) of shard ``s``."""
+        if s not in self._files:
             base = f"sig/s{s:05d}"
-            if self.exact:
-                self._arrays[s] = (
-                    self.work.load(f"{base}/shingles.npy"),
-                    self.work.load(f"{base}/shingle_offsets.npy"),
-                )
-            else:
-                self._arrays[s] = (self.work.load(f"{base}/bbit.npy"), None)
-        return self._arrays[s]
+            name = f"{base}/shingles.npy" if self.exact else f"{base}/bbit.npy"
+            mapped = self.work.load(name)
+            header = int(mapped.offset) if isinstance(mapped, np.memmap) else 0
+            rows = np.array(self.work.load(f"{base}/shingle_offsets.npy")) if self.exact else None
+            width = 1 if self.exact else int(mapped.shape[1])
+            fd = os.open(self.work.path(name), os.O_RDONLY)
+            self._files[s] = (fd, header, rows, width)
+        return self._files[s]
 
     def _value(self, doc: int) -> np.ndarray:
         if doc not in self._sets:
             s, local = self._shard(doc)
-            data, offsets = self._of(s)
-            if offsets is not None:
-                raw = np.array(data[int(offsets[local]) : int(offsets[local + 1])])
+            fd, header, rows, width = self._of(s)
+            if rows is not None:
+                lo, hi = int(rows[local]), int(rows[local + 1])
+                raw = np.frombuffer(os.pread(fd, 4 * (hi - lo), header + 4 * lo), dtype=np.uint32).copy()
                 self._sets[doc] = _sorted_unique(raw)
             else:
-                self._sets[doc] = np.array(data[local])
+                data = os.pread(fd, 2 * width, header + 2 * width * local)
+                self._sets[doc] = np.frombuffer(data, dtype=np.uint16).copy()
         return self._sets[doc]
 
     def __call__(self, a: int, b: int) -> float:
@@ -462,6 +489,11 @@ class _Similarity:
     def forget(self, doc: int) -> None:
         """Drop a document's set once no later document can be compared with it."""
         self._sets.pop(doc, None)
+
+    def close(self) -> None:
+        for fd, *_ in self._files.values():
+            os.close(fd)
+        self._files.clear()
 
 
 def resolve_groups(
@@ -497,12 +529,15 @@ def resolve_groups(
 
 def resolve_task(plan: Plan, k: int, counts: list[int]) -> dict[str, Any]:
     """Stage 3b for cluster partition ``k``: near-duplicate verdicts of its clusters."""
-    started = time.process_time()
+    started = _start_usage()
     work = plan.work()
     members = work.load(f"cluster/r{k:04d}_members.npy", mmap=False)
     offsets = work.load(f"cluster/r{k:04d}_offsets.npy", mmap=False)
     similarity = _Similarity(plan, counts)
-    near_doc, near_of, checked = resolve_groups(members, offsets, similarity, plan.config.threshold)
+    try:
+        near_doc, near_of, checked = resolve_groups(members, offsets, similarity, plan.config.threshold)
+    finally:
+        similarity.close()
     base = f"resolve/r{k:04d}"
     work.save(f"{base}_doc.npy", near_doc)
     work.save(f"{base}_of.npy", near_of)
@@ -543,7 +578,7 @@ def _ids_of(work: WorkDir, docs: np.ndarray, counts: list[int]) -> dict[int, str
 
 def write_task(plan: Plan, shard: int, counts: list[int]) -> dict[str, Any]:
     """Stage 4 for one input shard: its kept documents and verdict lines."""
-    started = time.process_time()
+    started = _start_usage()
     work = plan.work()
     source, name = plan.inputs[shard]
     lo = int(shard_offsets(counts)[shard])
