@@ -165,3 +165,35 @@ def test_options_are_checked(lid_model):
         run_tag(["unused"], TagJob(("ft_lang_id_en_doc_v2",), tagger_options=(("ft_lang_id_en_doc_v2", "modle", "x"),)))
     with pytest.raises(CurateError, match="not one of the job's taggers"):
         TagJob(("char_length_v1",), tagger_options=(("ft_lang_id_en_doc_v2", "model", "x"),))
+
+
+def test_dolma_pipeline_tag_then_mix_on_doc_en(tmp_path, lid_model):
+    """A Dolma-style run: tag.yaml names the fastText tagger, mix.yaml keeps documents whose
+    doc_en >= 0.5; kept documents are those whose length-weighted English share is over half."""
+    rng = random.Random(21)
+    rows = []
+    for i in range(40):
+        langs = [rng.choice(["en", "de", "fr"]) for _ in range(rng.randint(1, 5))]
+        rows.append({"id": f"m{i}", "text": "\n".join(sentence(rng, lang, 10) for lang in langs), "langs": langs})
+    write_jsonl(tmp_path / "documents" / "web.jsonl.gz", [{k: r[k] for k in ("id", "text")} for r in rows])
+    tag = tmp_path / "tag.yaml"
+    tag.write_text(f"documents: ['{tmp_path}/documents/*.gz']\nexperiment: lang\n"
+                   "taggers: [ft_lang_id_en_paragraph_with_doc_score_v2]\n"
+                   f"tagger_options: {{ft_lang_id_en_paragraph_with_doc_score_v2: {{model: '{lid_model}'}}}}\n")
+    run_feedline("tag", "-c", str(tag))
+    mix = tmp_path / "mix.yaml"
+    mix.write_text(
+        f"streams:\n- name: en\n  documents: ['{tmp_path}/documents/*.gz']\n  attributes: [lang]\n"
+        "  filter:\n    include: ['$.attributes[?(@.lang__ft_lang_id_en_paragraph_with_doc_score_v2__doc_en[0][2] >= 0.5)]']\n"
+        f"  output: {{path: '{tmp_path}/mixed'}}\n"
+    )
+    run_feedline("mix", str(mix))
+    kept = {r["id"] for r in read_jsonl(tmp_path / "mixed" / "en-0000.jsonl.gz")}
+    for r in rows:
+        english = sum(len(line) + 1 for line, lang in zip(r["text"].split("\n"), r["langs"], strict=True)
+                      if lang == "en") / (len(r["text"]) + 1)
+        if english > 0.7:
+            assert r["id"] in kept, r
+        elif english < 0.3:
+            assert r["id"] not in kept, r
+    assert 0 < len(kept) < len(rows)
