@@ -4,7 +4,6 @@ resident episode's first frame costs its GOP, not the frames before it."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
