@@ -122,21 +122,28 @@ class SortedKeyIndex:
             )
             rows_out.append(hit_q)
             values_out.append(self._tail_values[hit_t])
-        for run_keys, run_values in self._runs:
-            for c in range(self.columns):
-                lo = np.searchsorted(run_keys[c], keys[:, c], side="left")
-                hi = np.searchsorted(run_keys[c], keys[:, c], side="right")
-                counts = hi - lo
-                hit = np.flatnonzero(counts)
-                if len(hit) == 0:
+        for c in range(self.columns if self._runs else 0):
+            # Most queries match nothing: one left search per run, an equality check, and the
+            # right search only for the hits. Sorted needles make the searches walk each run
+            # forward instead of jumping around it.
+            order = np.argsort(keys[:, c])
+            column = keys[order, c]
+            for run_keys, run_values in self._runs:
+                run = run_keys[c]
+                lo = np.searchsorted(run, column, side="left")
+                found = run[np.minimum(lo, len(run) - 1)] == column
+                hit_sorted = np.flatnonzero(found)
+                if len(hit_sorted) == 0:
                     continue
-                counts = counts[hit]
+                lo = lo[hit_sorted]
+                counts = np.searchsorted(run, column[hit_sorted], side="right") - lo
+                hit = order[hit_sorted]
                 rows = np.repeat(hit, counts)
                 # positions lo[h] .. hi[h]-1 for every hit row, without a Python loop
                 step = np.ones(int(counts.sum()), dtype=np.int64)
                 starts = np.zeros(len(hit), dtype=np.int64)
                 np.cumsum(counts[:-1], out=starts[1:])
-                step[starts] = lo[hit] - np.concatenate(([0], hi[hit][:-1] - 1))
+                step[starts] = lo - np.concatenate(([0], (lo + counts)[:-1] - 1))
                 rows_out.append(rows)
                 values_out.append(run_values[c][np.cumsum(step)])
         if not rows_out:
