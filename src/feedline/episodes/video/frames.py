@@ -45,6 +45,11 @@ from feedline.episodes.video.mp4.table import SampleTable
 from feedline.io import Store
 
 DEFAULT_TOLERANCE_S = 1e-4  # LeRobot's default tolerance_s
+#: Persistent decoders kept open per reader, one per video, least recently used closed first.
+#: Random access visits every video of a dataset, and closing a decoder costs more than a span's
+#: decoding, so this is the number of video files a worker touches, not a handful (LeRobot keeps
+#: 100 open); a single-threaded decoder holds about 1-3 MiB.
+MAX_OPEN_DECODERS = 64
 
 _CONVERTERS = threading.local()
 
@@ -97,8 +102,8 @@ class VideoFrameReader:
         lock_timeout_s: seconds to wait for another process building the same sidecar.
             Default 1800.
         decoder_cache_size: decoded GOP spans kept, least recently used dropped first; 0 keeps
-            none. Also the most persistent decoders (one per video) kept open, at least 1.
-            Default 8.
+            none. Default 8. (Persistent decoders, one per video, are bounded by
+            :data:`MAX_OPEN_DECODERS`.)
         sidecar_workers: parallel MP4 parses when a sidecar must be built. Default 4.
         span_mode: how far each fetched span runs
             (:data:`~feedline.episodes.video.minimp4.SPAN_MODES`): ``"gop"`` (default) suits
@@ -261,7 +266,7 @@ class VideoFrameReader:
             decoder = self._decoders.get(video_path)
             if decoder is None:
                 decoder = self._decoders[video_path] = SpanDecoder(self.table(video_path), self._name(video_path))
-                while len(self._decoders) > max(1, self.decoder_cache_size):
+                while len(self._decoders) > MAX_OPEN_DECODERS:
                     self._decoders.popitem(last=False)[1].close()
             self._decoders.move_to_end(video_path)
             return decoder
