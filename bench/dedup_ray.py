@@ -7,7 +7,9 @@ Corpus: the planted corpus of tests/dedup/planted_corpus.py (~2 KB documents, 88
 a fresh process (the engine through ``dedup_files``, Ray through ``run_ray_dedup`` on a local Ray
 started with ``num_cpus=workers``, a fresh work dir each time). Reported, medians of ``--repeat``:
 
-* documents per CPU-second. Engine: the process's CPU time. Ray, two ways: the tasks' own CPU
+* documents per CPU-second. Engine: the process's CPU time. "stages, no Ray": the Ray
+  executor's stage functions called in order in one process (what the staged algorithm costs
+  without Ray). Ray, two ways: the tasks' own CPU
   time plus the driver's ("task CPU"), and every process of the Ray instance (raylet, GCS,
   workers, driver) from /proc between the start and the end of the dedup ("cluster CPU").
   Ray's start-up (~10 s here) is not in either; it is paid once per cluster, not per job.
@@ -92,6 +94,8 @@ def _child(kind: str, workers: int, inputs: list[str], out: Path) -> dict:
         return {"documents": summary["totals"]["documents"], "cpu_s": cpu, "task_cpu_s": cpu,
                 "wall_s": summary["seconds"], "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                 "index_bytes": summary["index_bytes"], "sha": summary["verdicts_sha256"]}
+    if kind == "stages":
+        return _stages_in_process(inputs, names, out, config)
     import ray
 
     from feedline.dedup.ray_executor import run_ray_dedup
@@ -118,6 +122,27 @@ def _child(kind: str, workers: int, inputs: list[str], out: Path) -> dict:
             "stage_growth": {k: s["peak_task_rss"] for k, s in stages.items()}, "sha": summary["verdicts_sha256"]}
 
 
+def _stages_in_process(inputs: list[str], names: list[str], out: Path, config: object) -> dict:
+    """The Ray executor's stage functions called one after another in this process: the cost of
+    the staged algorithm itself, without Ray's processes."""
+    from feedline.dedup import stages
+
+    plan = stages.Plan(str(out / ".dedup-work"), {"bench": 1}, str(out), tuple(zip(inputs, names, strict=True)),
+                       config, 4)  # type: ignore[arg-type]
+    started, wall = time.process_time(), time.monotonic()
+    counts = [stages.signatures_task(plan, s)["documents"] for s in range(len(inputs))]
+    for p in range(plan.partitions):
+        stages.buckets_task(plan, p, counts)
+    stages.cluster_task(plan)
+    for k in range(plan.partitions):
+        stages.resolve_task(plan, k, counts)
+    written = [stages.write_task(plan, s, counts) for s in range(len(inputs))]
+    sha = stages.join_verdicts(plan.work(), len(inputs), out / "verdicts.jsonl")
+    cpu = time.process_time() - started
+    return {"documents": sum(w["documents"] for w in written), "cpu_s": cpu, "task_cpu_s": cpu, "wall_s": time.monotonic() - wall,
+            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "index_bytes": 0, "sha": sha}
+
+
 def _run(kind: str, workers: int, inputs: list[str], out: Path) -> dict:
     cmd = [sys.executable, __file__, "--child", kind, "--workers", str(workers), "--out", str(out), *inputs]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -131,7 +156,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=40_000)
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--child", choices=("engine", "ray"))
+    parser.add_argument("--child", choices=("engine", "stages", "ray"))
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--out")
     parser.add_argument("inputs", nargs="*")
@@ -145,7 +170,7 @@ def main() -> None:
         inputs = _write_corpus(root / "in", args.docs, args.shards)
         mb = sum(os.path.getsize(p) for p in inputs) / 1e6
         print(f"corpus: {args.docs} documents, {args.shards} shards, {mb:.1f} MB; load average {os.getloadavg()[0]:.1f}")
-        configs = [("engine", 1), ("ray", 1), ("ray", 2)]
+        configs = [("engine", 1), ("stages", 1), ("ray", 1), ("ray", 2)]
         results: dict[tuple[str, int], list[dict]] = {c: [] for c in configs}
         for r in range(args.repeat):
             for kind, workers in configs:  # interleaved, so load changes hit every config alike
@@ -165,8 +190,9 @@ def main() -> None:
         for (kind, workers), m in med.items():
             rate = docs / m["cpu_s"]
             task_rate = docs / m["task_cpu_s"]
-            index = f"{m['index_bytes'] / 1e6:.1f} MB"
-            print(f"| {kind} | {workers} | {rate:,.0f} | {rate / base:.2f}x | {task_rate:,.0f} | {task_rate / base:.2f}x "
+            index = f"{m['index_bytes'] / 1e6:.1f} MB" if m["index_bytes"] else "-"
+            label = "stages, no Ray" if kind == "stages" else kind
+            print(f"| {label} | {workers} | {rate:,.0f} | {rate / base:.2f}x | {task_rate:,.0f} | {task_rate / base:.2f}x "
                   f"| {m['wall_s']:.1f} | {m['peak_rss'] / 2**20:.0f} MiB | {index} |")
         print()
         for workers in (1, 2):

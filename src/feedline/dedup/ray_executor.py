@@ -145,8 +145,10 @@ def run_ray_dedup(
         kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
         if ray_address:
             kwargs["address"] = ray_address
-        elif workers:
-            kwargs["num_cpus"] = workers
+        else:  # a local instance for this job only: no web UI to pay for
+            kwargs["include_dashboard"] = False
+            if workers:
+                kwargs["num_cpus"] = workers
         ray.init(**kwargs)
         started_ray = True
     try:
