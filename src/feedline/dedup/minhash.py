@@ -105,7 +105,7 @@ class _Powers:
 
     def sums_upto(self, n: int) -> np.ndarray:
         """``S[k] = sum(base**j for j < k) mod 2**64`` for ``k <= n``: the ``+ 1`` of every byte
-        of a word then costs two lookups per word instead of a pass over every byte."""
+        of a word then costs one lookup by word length instead of a pass over every byte."""
         if n > _POW_CACHE:
             sums = np.zeros(n + 1, dtype=np.uint64)
             np.cumsum(self.upto(n), out=sums[1:])
@@ -176,17 +176,23 @@ _SEQ_SALT = (np.uint64(0), np.uint64(0x8EBC6AF09C88C6E3))
 
 
 def _sequence_keys(words: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """``(n, 2)`` uint64 keys of each document's word-hash sequence ``words[bounds[i]:bounds[i+1]]``."""
-    keys = np.empty((len(bounds) - 1, 2), dtype=np.uint64)
-    lengths = np.diff(bounds).astype(np.uint64)
+    """``(n, 2)`` uint64 keys of each document's word-hash sequence ``words[bounds[i]:bounds[i+1]]``.
+
+    Key column ``c`` is ``mix64(sum_k (w_k ^ salt_c) * B_c**k + count)`` modulo 2**64; the sums are
+    one segmented reduction per column (``reduceat``), not a prefix sum over every word.
+    """
+    n = len(bounds) - 1
+    keys = np.empty((n, 2), dtype=np.uint64)
+    lengths = np.diff(bounds)
+    nonempty = np.flatnonzero(lengths > 0)
     for col in range(2):
-        prefix = np.zeros(len(words) + 1, dtype=np.uint64)
-        terms = words ^ _SEQ_SALT[col]
+        terms = words ^ _SEQ_SALT[col] if _SEQ_SALT[col] else words.copy()
         terms *= _SEQ_POW[col].upto(len(words))
-        np.cumsum(terms, out=prefix[1:])
-        raw = prefix[bounds[1:]] - prefix[bounds[:-1]]
+        raw = np.zeros(n, dtype=np.uint64)
+        if len(nonempty):
+            raw[nonempty] = np.add.reduceat(terms, bounds[nonempty], dtype=np.uint64)
         raw *= _SEQ_POW_INV[col].upto(len(words) + 1)[bounds[:-1]]
-        raw += lengths
+        raw += lengths.astype(np.uint64)
         keys[:, col] = mix64(raw)
     return keys
 
@@ -233,7 +239,7 @@ def _word_hashes_flat(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     changes += 1
     starts, ends = changes[0::2], changes[1::2]
     # sum_j (byte_j + 1) * B**j = sum_j byte_j * B**j + sum_j B**j: one uint64 pass over the
-    # bytes for the first sum; the second comes from cached prefix sums of the powers.
+    # bytes for the first sum; the second depends only on the word's length (cached table).
     # A word's first sum is a difference of two prefix sums of the terms. numpy's cumsum is a
     # sequential loop, so the prefix is built in rows of 8: seven vectorised column adds give
     # each row's running sums, and a cumsum over the row totals (8x shorter) their offsets.
@@ -249,10 +255,12 @@ def _word_hashes_flat(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     before = changes - 1  # the inclusive prefix at position i - 1 is the sum before i
     at_changes = row_offsets[before >> 3]
     at_changes += terms[before]
-    at_changes += _POW.sums_upto(n)[changes]
     raw = at_changes[1::2] - at_changes[0::2]
     raw *= _POW_INV.upto(n)[starts]
-    raw += (ends - starts).astype(np.uint64)
+    # shifted to the word's start, sum_j B**j over the word is sum_{j < len} B**j: by length
+    lengths = ends - starts
+    raw += _POW.sums_upto(n)[lengths]
+    raw += lengths.astype(np.uint64)
     first_word = np.searchsorted(starts, doc_starts)
     counts = np.diff(first_word, append=len(starts)).astype(np.int64)
     return mix64(raw), counts
