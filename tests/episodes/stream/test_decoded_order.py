@@ -100,3 +100,18 @@ def test_a_full_decoder_cache_re_decodes_but_stays_exact(videos) -> None:
             assert np.array_equal(cam.get([ticks[a]])[0], frames[ticks[a]])
     assert decoded.open_decoders <= 1
     assert decoded.counters.delivered_frames == 2 * len(ticks)
+
+
+def test_sample_tensors_never_share_the_kept_frames(videos) -> None:
+    """``get`` hands out the kept frames themselves; the sample's tensor is always a copy."""
+    from feedline.episodes.assemble import frames_to_tensor
+
+    path = sorted(videos)[0]
+    _, _, frames = videos[path]
+    ticks = sorted(frames)[:3]
+    camera, _ = _camera(videos[path])
+    for window in (ticks, ticks[:1]):
+        tensor = frames_to_tensor(camera.get(window), return_uint8=True)
+        tensor.fill_(7)  # a user's in-place transform
+        for tick, image in zip(window, camera.get(window), strict=True):
+            assert np.array_equal(image, frames[tick])

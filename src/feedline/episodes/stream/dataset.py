@@ -545,7 +545,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             return fetch_episode(self.store, reader, table, self.spans[ep], self.parquet_footers)
 
         def assemble(payload: EpisodePayload, frame: int) -> dict[str, Any]:
-            def decode(key: str, path: str, stamps: list[float]) -> np.ndarray:
+            def decode(key: str, path: str, stamps: list[float]) -> list[np.ndarray]:
                 return payload.frames(reader, key, stamps, self.tolerance_s, decoded)
 
             return assemble_sample(spec, payload.data, frame, decode)

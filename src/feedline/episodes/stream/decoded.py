@@ -277,8 +277,13 @@ class CameraFrames:
         self._lock = threading.Lock()
         self._closed = False
 
-    def get(self, ticks: Sequence[int]) -> np.ndarray:
-        """``uint8 [T, H, W, 3]`` RGB frames at these original presentation ticks."""
+    def get(self, ticks: Sequence[int]) -> list[np.ndarray]:
+        """``uint8 [H, W, 3]`` RGB frames at these original presentation ticks.
+
+        Kept frames are returned as they are held, not copied: the caller copies once when it
+        builds its tensor (:func:`~feedline.episodes.assemble.frames_to_tensor`) and must not
+        write into them.
+        """
         with self._lock:
             if self._closed:
                 raise SidecarError(f"{self._name}: frames read after their episode was released")
@@ -290,7 +295,7 @@ class CameraFrames:
             self._delivered |= new
         if new:
             self._decoded.count(delivered_frames=len(new))
-        return np.stack([found[t] for t in ticks])
+        return [found[t] for t in ticks]
 
     def _decode_to(self, tick: int, needed: set[int], found: dict[int, np.ndarray]) -> None:
         slot = self._slot_of.get(tick)

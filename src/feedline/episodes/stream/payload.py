@@ -180,8 +180,9 @@ class EpisodePayload:
         timestamps_s: Sequence[float],
         tolerance_s: float,
         decoded: DecodedFrames | None = None,
-    ) -> np.ndarray:
-        """``uint8 [T, H, W, 3]`` frames nearest each timestamp, each decoded once from memory.
+    ) -> list[np.ndarray]:
+        """``uint8 [H, W, 3]`` frames nearest each timestamp, each decoded once from memory
+        (shared with the decoded-frame memory: read them, never write into them).
 
         ``decoded`` is the worker's decoded-frame memory and decoder LRU (default: one of this
         payload's own, with the default limit).
@@ -197,14 +198,14 @@ class EpisodePayload:
         outside = [j for j in range(len(ticks)) if not camera.covers(ticks[j])]
         with self._lock:
             self.outside_fetches += 1
-        out = np.empty((len(ticks),), dtype=object)
+        out: list[np.ndarray] = [None] * len(ticks)  # type: ignore[list-item]
         read = reader.frames_at(path, [float(timestamps_s[j]) for j in outside], tolerance_s)
         for j, image in zip(outside, read, strict=True):
             out[j] = image
         if inside:
             for j, image in zip(inside, camera.get([ticks[j] for j in inside]), strict=True):
                 out[j] = image
-        return np.stack(list(out))
+        return out
 
     def close(self) -> None:
         """Release every camera's decoded frames and decoders (the episode's last sample is done)."""
