@@ -8,7 +8,8 @@ the windows ``cam_high: [-2, -1, 0] / fps`` and ``action: [0..7] / fps``, uint8 
 
 * ``sequential`` - the ceiling: a trivial IterableDataset in which each worker decodes its
   episodes' frames once, in order (one container per file, default decoder threading, one
-  reused RGB converter), and yields the same windowed samples; no pool, no budget.
+  reused RGB converter), and yields the same windowed samples (every key the readers give,
+  the task string included); no pool, no budget.
 * ``streaming`` - ``StreamingEpisodeDataset`` over nginx (HTTP ranges), ``persistent_workers=True``
   for two epochs: samples/s of the first, first batch, p95 batch wait over both (the epoch
   boundary included), decoded/delivered frames, peak PSS per worker.
@@ -72,7 +73,8 @@ def _scan_dataset(root: str) -> Any:
         def __iter__(self):
             info = get_worker_info()
             worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-            table = load_meta(open_store(root)).episodes
+            meta = load_meta(open_store(root))
+            table, tasks = meta.episodes, meta.tasks
             converter = VideoReformatter()
             containers: dict[str, Any] = {}
             rows_of: dict[str, Any] = {}
@@ -87,6 +89,9 @@ def _scan_dataset(root: str) -> Any:
                     sel = np.flatnonzero((index >= lo) & (index < hi))
                     length = len(sel)
                     action = np.stack(rows.column("action").to_numpy(zero_copy_only=False)[sel])
+                    state = np.stack(rows.column("observation.state").to_numpy(zero_copy_only=False)[sel])
+                    scalars = {name: rows.column(name).to_numpy()[sel] for name in
+                               ("timestamp", "frame_index", "episode_index", "index", "task_index")}
                     frames = {}
                     for key in CAMERAS:
                         video = table.video_path[key][i]
@@ -103,8 +108,11 @@ def _scan_dataset(root: str) -> Any:
                         yield {
                             CAMERAS[0]: torch.from_numpy(high),
                             CAMERAS[1]: torch.from_numpy(low),
+                            # every key the readers' samples have, so collate does the same work
+                            "observation.state": torch.from_numpy(state[f]),
                             "action": torch.from_numpy(action[act_rows]),
-                            "index": lo + f,
+                            **{name: torch.tensor(values[f]) for name, values in scalars.items()},
+                            "task": tasks[int(scalars["task_index"][f])],
                             f"{CAMERAS[0]}_is_pad": torch.tensor([not 0 <= f + d < length for d in WINDOW[CAMERAS[0]]]),
                             "action_is_pad": torch.tensor([not 0 <= f + d < length for d in WINDOW["action"]]),
                         }
