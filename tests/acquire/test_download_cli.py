@@ -407,20 +407,28 @@ def test_kill_9_of_an_s3_download_then_rerun(s3_server, tmp_path, fractions):
     url = f"s3://{s3_server.bucket}/{key}"
     digest = hashlib.sha256(data).hexdigest()
     for trial, fraction in enumerate(fractions):
-        out = tmp_path / f"s3-{trial}"
-        dest = out / key.rpartition("/")[2]
-        proc = feedline(
-            "download", url, "--out", str(out), "--checkpoint-mb", "2", env=s3_server.env
-        )
-        try:
-            while proc.poll() is None:
-                done = part_path(dest).exists() and part_path(dest).stat().st_size
-                if done and done >= fraction * len(data) and checkpoint_path(dest).exists():
-                    break
-                time.sleep(0.001)
-        finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.communicate()
+        # A late kill point can lose the race with the end of the download (the .part file is
+        # renamed between two polls): then the trial starts again in a fresh folder.
+        for attempt in range(5):
+            out = tmp_path / f"s3-{trial}-{attempt}"
+            dest = out / key.rpartition("/")[2]
+            proc = feedline(
+                "download", url, "--out", str(out), "--checkpoint-mb", "2", env=s3_server.env
+            )
+            try:
+                while proc.poll() is None:
+                    try:
+                        done = part_path(dest).stat().st_size
+                    except FileNotFoundError:
+                        done = 0
+                    if done and done >= fraction * len(data) and checkpoint_path(dest).exists():
+                        break
+                    time.sleep(0.001)
+            finally:
+                proc.send_signal(signal.SIGKILL)
+                proc.communicate()
+            if part_path(dest).exists():
+                break
         ckpt = Checkpoint.load(checkpoint_path(dest))
         assert ckpt is not None and 0 < ckpt.verified_bytes < len(data)
         run_ok("download", url, "--out", str(out), "--checkpoint-mb", "2", env=s3_server.env)
