@@ -131,5 +131,19 @@ def test_inputs_keep_their_order_and_must_be_local_jsonl(tmp_path: Path) -> None
     with pytest.raises(DedupError, match="reads local shards"):
         expand_inputs(["s3://bucket/shards/*.jsonl.zst"])
     (tmp_path / "a" / "notes.txt").write_text("x")
-    with pytest.raises(DedupError, match=r"notes\.txt: not a \.jsonl"):
+    with pytest.raises(DedupError, match=r"notes\.txt: not a JSON-lines shard"):
         expand_inputs([str(tmp_path / "a" / "*")])
+
+
+def test_json_gz_shards_are_json_lines_too(tmp_path: Path) -> None:
+    """c4's ``*.json.gz`` shards: accepted, and named as ``feedline download --dedup`` names them."""
+    docs, paths = _write_shards(tmp_path / "in")
+    c4 = tmp_path / "in" / "a" / "c4-train.00000-of-01024.json.gz"
+    paths[1].rename(c4)
+    out = tmp_path / "out"
+    result = run_feedline("dedup", str(paths[0]), str(c4), str(paths[2]), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    kept = _read_zst(out / "a" / "c4-train.00000-of-01024.jsonl.zst")
+    expected = dedup_texts([d["id"] for d in docs], [d["text"] for d in docs], DedupConfig())
+    kept_ids = {d["id"] for d, v in zip(docs[200:400], expected[200:400], strict=True) if str(v) == "kept"}
+    assert kept_ids and {d["id"] for d in kept} == kept_ids

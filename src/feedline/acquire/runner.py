@@ -36,13 +36,12 @@ from feedline.acquire.sources import source_for, split_object_url
 from feedline.errors import FeedlineError
 from feedline.io import atomic_write, open_store
 from feedline.io.errors import CorpusFormatError
-from feedline.io.jsonl import stream_jsonl
+from feedline.io.jsonl import is_jsonl, jsonl_stem, stream_jsonl
 from feedline.io.redact import redact_text
 from feedline.validate import check_int
 
 log = logging.getLogger(__name__)
 
-JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd", ".json.gz", ".json.zst")
 DEDUP_BATCH = 4096  # documents handed to the deduplicator at once (its vectorised step)
 LOG_EVERY_S = 10.0  # progress log cadence when not on a terminal
 KEPT_ZSTD_LEVEL = 3
@@ -92,18 +91,6 @@ def shard_name(url: str) -> str:
             f"{redact_text(url)}: cannot name a local file after this URL; "
             "give a URL ending in a file name"
         )
-    return name
-
-
-def is_jsonl(name: str) -> bool:
-    return name.lower().endswith(JSONL_SUFFIXES)
-
-
-def jsonl_stem(name: str) -> str:
-    lower = name.lower()
-    for suffix in sorted(JSONL_SUFFIXES, key=len, reverse=True):
-        if lower.endswith(suffix):
-            return name[: -len(suffix)]
     return name
 
 

@@ -29,7 +29,7 @@ import zstandard
 from feedline.dedup.errors import DedupError
 from feedline.io import atomic_write
 from feedline.io.globs import expand_paths
-from feedline.io.jsonl import stream_jsonl
+from feedline.io.jsonl import JSONL_SUFFIXES, is_jsonl, jsonl_stem, stream_jsonl
 from feedline.io.paths import is_url, local_path
 from feedline.validate import check_int
 
@@ -38,7 +38,6 @@ from .stages import doc_id as make_doc_id
 
 SUMMARY_NAME = "dedup.json"
 VERDICTS_NAME = "verdicts.jsonl"
-_SUFFIXES = (".jsonl.zst", ".jsonl.gz", ".jsonl")
 _LOG_EVERY_S = 10.0
 
 
@@ -52,8 +51,8 @@ def expand_sources(patterns: list[str], *, urls: bool = False) -> list[str]:
             )
     files = expand_paths(patterns, folder_glob="**/*.jsonl*", error=DedupError)
     for name in files:
-        if not name.split("?", 1)[0].endswith(_SUFFIXES):
-            raise DedupError(f"{name}: not a .jsonl, .jsonl.gz or .jsonl.zst file")
+        if not is_jsonl(name.split("?", 1)[0]):
+            raise DedupError(f"{name}: not a JSON-lines shard ({', '.join(JSONL_SUFFIXES)})")
     return files
 
 
@@ -62,19 +61,12 @@ def expand_inputs(patterns: list[str]) -> list[Path]:
     return [Path(name) for name in expand_sources(patterns)]
 
 
-def _strip_suffix(name: str) -> str:
-    for suffix in _SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
-
-
 def _output_names(inputs: list[Path] | list[str]) -> list[str]:
     """Relative output names that mirror the inputs below their common parent folder (for a URL,
     its host and path stand for the folder)."""
     keys = [_name_key(str(p)) for p in inputs]
     root = posixpath.commonpath([posixpath.dirname(k) for k in keys])
-    return [_strip_suffix(posixpath.relpath(k, root)) + ".jsonl.zst" for k in keys]
+    return [jsonl_stem(posixpath.relpath(k, root)) + ".jsonl.zst" for k in keys]
 
 
 def _name_key(source: str) -> str:
@@ -276,7 +268,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "dedup",
         help="remove exact and near duplicates from JSONL shards",
         description=(
-            "Read .jsonl/.jsonl.gz/.jsonl.zst shards in order (first occurrence wins across all "
+            "Read JSON-lines shards (.jsonl, .json.gz, .jsonl.zst ...) in order (first occurrence wins across all "
             "of them), drop exact duplicates (normalised text) and near duplicates (MinHash + "
             "LSH, candidates confirmed by Jaccard), write kept documents as zstd JSONL, "
             "verdicts.jsonl and dedup.json into --out."

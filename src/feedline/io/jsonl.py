@@ -17,6 +17,25 @@ import orjson
 from feedline.io.errors import CorpusFormatError, StoreError
 from feedline.io.lines import READ_BYTES, LineReader, open_input
 
+#: The names of JSON-lines shards (any of them may be plain, gzip or zstd: the reader sniffs the
+#: bytes), shared by ``feedline download`` and ``feedline dedup`` so both accept and name the same
+#: files (``c4-train.00000-of-01024.json.gz`` is JSON lines too).
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd", ".json.gz", ".json.zst")
+
+
+def is_jsonl(name: str) -> bool:
+    """Whether ``name`` (a path or URL without its query) is a JSON-lines shard."""
+    return name.lower().endswith(JSONL_SUFFIXES)
+
+
+def jsonl_stem(name: str) -> str:
+    """``name`` without its JSON-lines suffix (``a/b.json.gz`` -> ``a/b``)."""
+    lower = name.lower()
+    for suffix in sorted(JSONL_SUFFIXES, key=len, reverse=True):
+        if lower.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
 
 class JsonlStream:
     """An iterable over the documents (dicts) of one JSONL shard; counts what it saw.
