@@ -4,7 +4,7 @@
 
 Corpus: ~2 KB documents with a Zipf-like vocabulary; 88 % originals, 8 % planted near
 duplicates (word substitutions, target J uniform in [0.5, 1.0]) and 4 % case/whitespace copies,
-each placed after its original (tests/acquire/planted_corpus.py). Every pipeline runs end to end
+each placed after its original (tests/dedup/planted_corpus.py). Every pipeline runs end to end
 in its own fresh process: exact dedup of normalised text, word 5-gram shingling, signatures, LSH
 query + insert in stream order (first occurrence wins), candidate check. Reported: documents per
 CPU-second (median of --repeat runs), RSS growth while the index is alive, scaled to 100k
