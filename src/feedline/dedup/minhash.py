@@ -5,8 +5,8 @@ cache measured 3x slower than the code here), so no Python runs per word or per 
 sub-batch of lower-cased texts is one byte array: word boundaries come from byte range checks,
 word hashes from one polynomial prefix sum, n-grams from shifted slices of the word-hash array,
 and signatures from cache-sized blocks of the ``(permutations, shingles)`` product. Where the
-time goes (per ~2 KB document, loaded 2-core machine): word hashes ~45 %, signatures ~30 %,
-n-grams and exact keys ~15 %.
+time goes, as shares of the whole dedup engine (per ~2 KB document): word hashes ~36 %,
+signatures ~30 %, n-grams and exact keys ~17 %.
 
 Definitions (these decide which documents count as duplicates; change them and verdicts change):
 
