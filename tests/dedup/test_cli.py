@@ -147,3 +147,19 @@ def test_json_gz_shards_are_json_lines_too(tmp_path: Path) -> None:
     expected = dedup_texts([d["id"] for d in docs], [d["text"] for d in docs], DedupConfig())
     kept_ids = {d["id"] for d, v in zip(docs[200:400], expected[200:400], strict=True) if str(v) == "kept"}
     assert kept_ids and {d["id"] for d in kept} == kept_ids
+
+
+def test_include_and_exclude_filter_what_a_glob_lists(tmp_path: Path) -> None:
+    """``--include``/``--exclude`` as in ``feedline download``: exclude wins; a pattern that
+    leaves nothing is a one-line error and writes nothing."""
+    _docs, paths = _write_shards(tmp_path / "in")
+    pattern = str(tmp_path / "in" / "**" / "*")
+    out = tmp_path / "out"
+    result = run_feedline("dedup", pattern, "--include", "a/*", "--exclude", "*.gz", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    shards = {orjson.loads(x)["shard"] for x in (out / "verdicts.jsonl").read_bytes().splitlines()}
+    assert shards == {"part-0.jsonl.zst"}  # a/part-0.jsonl only, named below its own folder
+    empty = tmp_path / "empty"
+    result = run_feedline("dedup", pattern, "--include", "c/*", "--out", str(empty))
+    assert result.returncode != 0 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (empty / "dedup.json").exists()

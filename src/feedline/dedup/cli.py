@@ -41,24 +41,32 @@ VERDICTS_NAME = "verdicts.jsonl"
 _LOG_EVERY_S = 10.0
 
 
-def expand_sources(patterns: list[str], *, urls: bool = False) -> list[str]:
-    """Shard files (or URLs, when ``urls``) matched by the patterns, in pattern order, each once."""
+def expand_sources(
+    patterns: list[str], *, urls: bool = False, include: list[str] | None = None,
+    exclude: list[str] | None = None,
+) -> list[str]:
+    """Shard files (or URLs, when ``urls``) matched by the patterns, in pattern order, each once;
+    what a glob or folder lists is filtered by ``include``/``exclude`` as ``feedline download``
+    filters it (:func:`feedline.io.globs.expand_paths`)."""
     for pattern in patterns:
         if is_url(pattern) and not urls:
             raise DedupError(
                 f"{pattern}: the local executor reads local shards; use --executor ray, "
                 "or fetch them first with feedline download"
             )
-    files = expand_paths(patterns, folder_glob="**/*.jsonl*", error=DedupError)
+    files = expand_paths(patterns, folder_glob="**/*.jsonl*", error=DedupError,
+                         include=include or (), exclude=exclude or ())
     for name in files:
         if not is_jsonl(name.split("?", 1)[0]):
             raise DedupError(f"{name}: not a JSON-lines shard ({', '.join(JSONL_SUFFIXES)})")
     return files
 
 
-def expand_inputs(patterns: list[str]) -> list[Path]:
+def expand_inputs(
+    patterns: list[str], include: list[str] | None = None, exclude: list[str] | None = None
+) -> list[Path]:
     """Local shard files matched by the patterns (``**`` allowed), in pattern order, each once."""
-    return [Path(name) for name in expand_sources(patterns)]
+    return [Path(name) for name in expand_sources(patterns, include=include, exclude=exclude)]
 
 
 def _output_names(inputs: list[Path] | list[str]) -> list[str]:
@@ -231,7 +239,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         from .ray_executor import _import_ray, run_ray_dedup
 
         _import_ray()  # before anything is read or written: without Ray, one line and no output
-        sources = expand_sources(args.inputs, urls=True)
+        sources = expand_sources(args.inputs, urls=True, include=args.include, exclude=args.exclude)
         out_dir.mkdir(parents=True, exist_ok=True)
         summary = run_ray_dedup(
             sources, _output_names(sources), out_dir, config, text_field=args.text_field,
@@ -239,7 +247,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             work_dir=Path(args.work_dir) if args.work_dir else None, partitions=args.partitions,
         )
     else:
-        inputs = expand_inputs(args.inputs)
+        inputs = expand_inputs(args.inputs, args.include, args.exclude)
         sources = [str(p) for p in inputs]
         out_dir.mkdir(parents=True, exist_ok=True)
         summary = dedup_files(
@@ -275,6 +283,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("inputs", nargs="+", metavar="INPUT_GLOB", help="shard files or globs")
+    parser.add_argument("--include", action="append", metavar="PATTERN",
+                        help="keep only listed shards whose path below the glob's fixed part "
+                             "matches (fnmatch, as feedline download); repeatable")
+    parser.add_argument("--exclude", action="append", metavar="PATTERN",
+                        help="leave out listed shards matching (wins over --include); repeatable")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--threshold", type=float, default=0.8, help="Jaccard threshold (0.8)")
     parser.add_argument("--num-perm", type=int, default=128, help="MinHash permutations (128)")
