@@ -19,7 +19,10 @@ the windows ``cam_high: [-2, -1, 0] / fps`` and ``action: [0..7] / fps``, uint8 
   note when not given.
 
 On ``large`` the streaming reader also runs at several ``decoded_cache_gb`` limits.
-Run: ``.venv/bin/python bench/streaming.py [--lerobot-python PATH]`` (``--quick`` for a smoke run).
+``--repeats N`` runs every reader N times, interleaved, and reports the median run and the median
+of each round's ratios (rounds run back to back, so a load swing hits both sides of a ratio).
+Run: ``.venv/bin/python bench/streaming.py [--lerobot-python PATH] [--repeats 3]`` (``--quick``
+for a smoke run).
 """
 
 from __future__ import annotations
@@ -305,6 +308,18 @@ def write_dataset(name: str, root: Path, quick: bool) -> tuple[Path, str]:
                          f"{len(CAMERAS)} cameras, {files} MP4 files per camera, {kb:.1f} KB/frame")
 
 
+def _median_run(runs: list[Any]) -> Any:
+    """The run with the median rate (``None`` when the reader was not run)."""
+    done = sorted((r for r in runs if r is not None), key=lambda r: r["rate"])
+    return done[len(done) // 2] if done else None
+
+
+def _median_ratio(top: list[Any], bottom: list[Any]) -> float:
+    """Median over rounds of ``top`` rate / ``bottom`` rate (each round's pair ran back to back)."""
+    ratios = [a["rate"] / b["rate"] for a, b in zip(top, bottom, strict=True) if a and b]
+    return float(np.median(ratios))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default="small,large")
@@ -315,6 +330,9 @@ def main() -> int:
     parser.add_argument("--decoded-cache-gb", default="2,0.25,0.06,0",
                         help="streaming limits measured on the large dataset")
     parser.add_argument("--quick", action="store_true", help="small datasets, a smoke run")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="rounds of every reader, interleaved; medians (and the median of "
+                             "each round's ratios) are reported, which a noisy machine needs")
     args = parser.parse_args()
 
     from tests.servers import run_nginx
@@ -329,20 +347,26 @@ def main() -> int:
                 url = f"{server.url}/{name}"
                 print(f"{name}: {shape}", flush=True)
                 run_streaming(url, args, epochs=1)  # warm-up: builds the sidecar, warms caches
-                results: dict[str, Any] = {}
+                rounds: dict[str, list[Any]] = {}
                 runs = {"sequential": (run_sequential, str(local)), "streaming": (run_streaming, url),
                         "map-style": (run_map, str(local)), "lerobot": (run_lerobot, str(local))}
-                for kind, (run, where) in runs.items():
-                    results[kind] = run(where, args)
-                    if results[kind] is not None:
-                        print(f"  {kind}: {json.dumps(results[kind], default=str)}", flush=True)
+                for round_no in range(max(1, args.repeats)):
+                    for kind, (run, where) in runs.items():
+                        result = run(where, args)
+                        rounds.setdefault(kind, []).append(result)
+                        if result is not None:
+                            print(f"  {kind} (round {round_no + 1}): {json.dumps(result, default=str)}",
+                                  flush=True)
+                results = {kind: _median_run(runs_of) for kind, runs_of in rounds.items()}
                 seq, stream = results["sequential"], results["streaming"]
                 lerobot = results["lerobot"]
                 m = stream["metrics"]
+                vs_scan = _median_ratio(rounds["streaming"], rounds["sequential"])
+                vs_lerobot = _median_ratio(rounds["streaming"], rounds["lerobot"]) if lerobot else None
                 rows.append(
                     f"| {name}: {shape} | {seq['rate']:.0f} | {stream['rate']:.0f} "
-                    f"(x{stream['rate'] / seq['rate']:.2f}) | {results['map-style']['rate']:.0f} | "
-                    + (f"{lerobot['rate']:.0f} | x{stream['rate'] / lerobot['rate']:.2f}"
+                    f"(x{vs_scan:.2f}) | {results['map-style']['rate']:.0f} | "
+                    + (f"{lerobot['rate']:.0f} | x{vs_lerobot:.2f}"
                        if lerobot else "not run (see above) | -")
                     + f" | {stream['first_batch_s']:.2f} s | {stream['p95_wait_ms']:.1f} ms | "
                     f"{m['decoded_per_delivered']:.2f} | {stream['pss_mib']:.0f} MiB "
