@@ -96,6 +96,7 @@ def test_vectorised_equals_one_at_a_time(cases, deltas):
     for i in range(len(cases)):
         one_idx, one_pad = query_window(int(anchors[i]), d, int(froms[i]), int(tos[i]))
         assert np.array_equal(idx[i], one_idx) and np.array_equal(pad[i], one_pad)
+        assert one_idx.dtype == idx.dtype and one_pad.dtype == pad.dtype  # the scalar fast path too
 
 
 def test_query_windows_names_pad_keys_like_lerobot():

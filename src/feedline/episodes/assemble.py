@@ -109,9 +109,15 @@ def sample_windows(
     return {key: idx - episode.dataset_from_index for key, idx in indices.items()}, pads
 
 
-def video_timestamps(spec: SampleSpec, episode: EpisodeData, frame: int) -> dict[str, list[float]]:
-    """Per camera, the video times (float64 s) a sample needs: ``from_timestamp`` + row timestamps."""
-    rows, _ = sample_windows(spec, episode, frame)
+def video_timestamps(
+    spec: SampleSpec, episode: EpisodeData, frame: int, rows: Mapping[str, np.ndarray] | None = None
+) -> dict[str, list[float]]:
+    """Per camera, the video times (float64 s) a sample needs: ``from_timestamp`` + row timestamps.
+
+    ``rows``: the sample's windows from :func:`sample_windows`, when the caller has them.
+    """
+    if rows is None:
+        rows, _ = sample_windows(spec, episode, frame)
     stamps = episode.columns["timestamp"]
     out = {}
     for key in spec.video_keys:
@@ -128,10 +134,11 @@ def frames_to_tensor(rgb: np.ndarray | Sequence[np.ndarray], return_uint8: bool)
     # Stacking each frame's CHW view copies in the input's memory order: ~11x faster than
     # ``np.ascontiguousarray(rgb.transpose(0, 3, 1, 2))`` (0.7 vs 7.9 ms for three 480x640
     # frames), which is itself 3-10x faster than torch's permute().contiguous() on uint8.
-    tensor = torch.from_numpy(np.stack([frame.transpose(2, 0, 1) for frame in rgb]))
+    chw = np.stack([frame.transpose(2, 0, 1) for frame in rgb])
+    tensor = torch.from_numpy(chw[0] if len(chw) == 1 else chw)  # numpy's view: cheaper than squeeze
     if not return_uint8:
         tensor = tensor.to(torch.float32).div_(255.0)  # in place: one float tensor, same values
-    return tensor.squeeze(0)
+    return tensor
 
 
 def assemble_sample(
@@ -144,7 +151,7 @@ def assemble_sample(
         if key in episode.columns:
             columns[key] = to_torch(episode.columns[key][positions])
     frames: dict[str, torch.Tensor] = {}
-    for key, stamps in video_timestamps(spec, episode, frame).items():
+    for key, stamps in video_timestamps(spec, episode, frame, rows).items():
         frames[key] = frames_to_tensor(
             decode(key, episode.video_path[key], stamps), spec.return_uint8
         )

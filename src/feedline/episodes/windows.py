@@ -79,6 +79,14 @@ def query_window(
     ``anchor``/``ep_from``/``ep_to`` may be scalars or arrays of N anchors (each with its own
     episode bounds, ``ep_to`` exclusive); the result then has shape ``[N, len(deltas)]``.
     """
+    if isinstance(anchor, int | np.integer) and isinstance(ep_from, int | np.integer) and isinstance(
+        ep_to, int | np.integer
+    ):  # one anchor (every sample's path): the same result with a few scalar operations
+        if not ep_from <= anchor < ep_to:
+            raise ValueError("anchor index outside its episode's [ep_from, ep_to) range")
+        wanted = np.asarray(deltas, dtype=np.int64) + int(anchor)
+        is_pad = (wanted < ep_from) | (wanted >= ep_to)
+        return np.minimum(np.maximum(wanted, int(ep_from)), int(ep_to) - 1), is_pad
     anchor_arr = np.asarray(anchor, dtype=np.int64)[..., None]
     lo = np.asarray(ep_from, dtype=np.int64)[..., None]
     hi = np.asarray(ep_to, dtype=np.int64)[..., None]

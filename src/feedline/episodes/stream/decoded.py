@@ -394,6 +394,11 @@ class CameraFrames:
         cursor.decoder.close()
         self._decoded.closed(self, cursor.key)
 
+    @property
+    def name(self) -> str:
+        """The video's URL (what errors name)."""
+        return self._name
+
     def covers(self, tick: int) -> bool:
         """Whether ``tick`` is one of the fetched spans' frames."""
         return tick in self._slot_of

@@ -189,9 +189,9 @@ class EpisodePayload:
         """
         path = self.data.video_path[key]
         table = reader.table(path)
-        samples = nearest_samples(table, reader.store.url(path), timestamps_s, tolerance_s)
-        ticks = table.pts_ticks[samples].tolist()
         camera = self._camera(reader, key, decoded)
+        samples = nearest_samples(table, camera.name, timestamps_s, tolerance_s)
+        ticks = table.pts_ticks[samples].tolist()
         inside = [j for j, tick in enumerate(ticks) if camera.covers(tick)]
         if len(inside) == len(ticks):
             return camera.get(ticks)

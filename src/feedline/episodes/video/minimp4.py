@@ -72,7 +72,8 @@ def nearest_samples(
     order = table.display_order
     times = table.display_pts
     wanted = np.asarray(timestamps_s, dtype=np.float64).reshape(-1)
-    right = np.clip(np.searchsorted(times, wanted), 1, len(times) - 1) if len(times) > 1 else None
+    # np.minimum/np.maximum: the same as np.clip here, without its per-call overhead (every sample)
+    right = np.minimum(np.maximum(np.searchsorted(times, wanted), 1), len(times) - 1) if len(times) > 1 else None
     if right is None:
         best = np.zeros(len(wanted), dtype=np.int64)
     else:
