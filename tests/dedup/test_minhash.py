@@ -132,8 +132,9 @@ def test_estimate_is_unbiased_against_the_oracle(corpus) -> None:
 
 
 def test_long_documents_take_bounded_paths(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Huge texts are tokenised in pieces, hashed with on-the-fly powers and folded through the
-    kernel block by block; the results equal the one-shot computation."""
+    """Huge texts are tokenised in pieces, their exact keys use powers built on the fly, and the
+    signature kernel takes their shingles piece by piece; the results equal the one-shot
+    computation."""
     import feedline.dedup.minhash as minhash
 
     rng = np.random.default_rng(0)
@@ -143,13 +144,17 @@ def test_long_documents_take_bounded_paths(monkeypatch: pytest.MonkeyPatch) -> N
     reference = hasher.signatures(texts)
     reference_keys = hasher.shingle_batch(texts).exact_keys
     batch = hasher.shingle_batch([text])
-    x = batch.hashes.astype(np.uint64)[None, :]
-    direct = (hasher._a.astype(np.uint64) * x + hasher._b.astype(np.uint64)) % 2**32
-    assert np.array_equal(reference[0], direct.min(axis=1).astype(np.uint32))
+    h = batch.hashes * hasher._a
+    bins = (h.astype(np.uint64) * np.uint64(hasher.num_perm)) >> np.uint64(32)
+    direct = [int(h[bins == b].min()) for b in range(hasher.num_perm)]  # no bin is empty here
+    assert reference[0].tolist() == direct
     monkeypatch.setattr(minhash, "_MAX_PIECE_CHARS", 4000)
+    monkeypatch.setattr(minhash, "_OPH_PIECE", 1000)
     monkeypatch.setattr(minhash, "_POW_CACHE", 1 << 10)
-    monkeypatch.setattr(minhash, "_POW", minhash._Powers(minhash._WORD_BASE))
-    monkeypatch.setattr(minhash, "_POW_INV", minhash._Powers(minhash._WORD_BASE_INV))
+    monkeypatch.setattr(minhash, "_SEQ_POW", tuple(minhash._Powers(b) for b in minhash._SEQ_BASES))
+    monkeypatch.setattr(
+        minhash, "_SEQ_POW_INV", tuple(minhash._Powers(p.base) for p in minhash._SEQ_POW_INV)
+    )
     assert np.array_equal(MinHasher().signatures(texts), reference)
     assert np.array_equal(MinHasher().shingle_batch(texts).exact_keys, reference_keys)
-    assert len(minhash._POW.values) <= 1 << 10
+    assert all(len(p.values) <= 1 << 10 for p in minhash._SEQ_POW)

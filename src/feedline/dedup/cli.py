@@ -290,7 +290,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="leave out listed shards matching (wins over --include); repeatable")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--threshold", type=float, default=0.8, help="Jaccard threshold (0.8)")
-    parser.add_argument("--num-perm", type=int, default=128, help="MinHash permutations (128)")
+    parser.add_argument("--num-perm", type=int, default=128, help="MinHash signature slots (128)")
     parser.add_argument("--ngram", type=int, default=5, help="word n-gram shingle size (5)")
     parser.add_argument("--bands", type=int, help="LSH bands (default: chosen from --threshold)")
     parser.add_argument("--rows", type=int, help="LSH rows per band (with --bands)")

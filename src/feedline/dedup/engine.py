@@ -90,7 +90,7 @@ class DedupConfig:
 
     Args:
         threshold: Jaccard similarity (0, 1) from which two documents are near duplicates (0.8).
-        num_perm: MinHash permutations per signature (128).
+        num_perm: MinHash signature slots (128): bins of the one permutation.
         ngram: words per shingle (5).
         bands: LSH bands; ``None`` chooses ``bands x rows`` from ``threshold`` (the S-curve whose
             false positive + false negative area is smallest). Give both or neither.

@@ -3,10 +3,9 @@
 Why this shape: any Python work per word costs more than the whole signature (a per-word dict
 cache measured 3x slower than the code here), so no Python runs per word or per shingle. A
 sub-batch of lower-cased texts is one byte array: word boundaries come from byte range checks,
-word hashes from one polynomial prefix sum, n-grams from shifted slices of the word-hash array,
-and signatures from cache-sized blocks of the ``(permutations, shingles)`` product. Where the
-time goes, as shares of the whole dedup engine (per ~2 KB document): word hashes ~36 %,
-signatures ~30 %, n-grams and exact keys ~17 %.
+word hashes from unaligned 8-byte loads at each word's start (work per word, not per byte),
+n-grams from shifted slices of the word-hash array, and signatures from one hash per shingle
+and one ``minimum.at`` over ``(document, bin)`` cells.
 
 Definitions (these decide which documents count as duplicates; change them and verdicts change):
 
@@ -14,17 +13,23 @@ Definitions (these decide which documents count as duplicates; change them and v
   Punctuation stays attached to its word. The *exact key* of a document is a 128-bit hash of its
   sequence of normalised words (two independent 64-bit polynomial hashes over the 64-bit word
   hashes), so two texts that differ only in case or whitespace are exact duplicates.
+* **Word hashes**: a Horner polynomial over the word's UTF-8 bytes read as little-endian 8-byte
+  chunks, seeded with the byte length, then the splitmix64 finaliser (see :func:`word_hashes`).
+  They are identical in every process and on every machine.
 * **Shingles**: every run of ``ngram`` consecutive normalised words (a text shorter than
   ``ngram`` words has one shingle made of all its words; an empty text has none). A shingle's
   hash is ``mix64(sum_k word_hash[i+k] * P_k) >> 32`` with odd seeded multipliers ``P_k`` (order
-  matters) and the splitmix64 finaliser, a 32-bit value. Word hashes are the first 8 bytes of
-  BLAKE2b of the UTF-8 word, so they are identical in every process and on every machine.
-* **Hash family**: permutation ``k`` maps a shingle hash ``x`` to ``(a_k * x + b_k) mod 2**32``
-  with ``a_k`` odd, so each ``h_k`` is a bijection of the 32-bit shingle space - a real random
-  permutation family, as MinHash assumes. ``a``, ``b`` come from ``numpy.random.PCG64(seed)``.
-  The signature is the per-permutation minimum. We measured the estimate error of this family
-  equal to the classic ``(a*x+b) mod (2**61-1)`` family while running twice as fast in numpy,
-  because 32-bit lanes halve the memory traffic of the ``(num_perm, shingles)`` product.
+  matters) and the splitmix64 finaliser, a 32-bit value.
+* **Signature** (one-permutation MinHash with optimal densification; Li, Owen and Zhang 2012,
+  Shrivastava 2017): one seeded bijection ``h(x) = a * x mod 2**32`` (``a`` odd, from
+  ``numpy.random.PCG64(seed)``) and ``num_perm`` bins, bin ``(h * num_perm) >> 32``. Slot ``i``
+  is the smallest ``h`` of the document's shingles in bin ``i``; an empty bin takes the slot of
+  the first non-empty bin of a probe sequence that depends only on ``i`` and the seed (see
+  :meth:`MinHasher._densify`). Two documents agree in a slot with probability equal to their
+  Jaccard similarity, as with ``num_perm`` independent permutations, and the slots are
+  negatively correlated, so estimates vary a little less. Each shingle is hashed once instead
+  of ``num_perm`` times: the signature step costs about a tenth of the ``(num_perm, shingles)``
+  product it replaced. A slot is ``EMPTY_SLOT`` only for a document without shingles.
 """
 
 from __future__ import annotations
@@ -42,13 +47,13 @@ from feedline.validate import check_int
 DEFAULT_NUM_PERM = 128
 DEFAULT_NGRAM = 5  # word 5-grams: the usual choice for web text (datatrove, Dolma, SlimPajama)
 DEFAULT_SEED = 1
+#: Names the definitions below; recorded in staged work dirs so that arrays written under one
+#: definition are never resumed under another.
+SIGNATURE_SCHEME = "words-chunk8/oph-densified/1"
 EMPTY_SLOT = np.uint32(0xFFFFFFFF)  # signature value of a document without shingles
 
-# Product block of the signature kernel: (16 permutations x 16384 shingles) uint32 = 1 MiB, so
-# the multiply, the offset and the per-document minimum all run in L2 (measured 1.8x faster
-# than 128 x 8192 blocks, which spill to L3).
-_KERNEL_ROWS = 16
-_KERNEL_COLUMNS = 16384
+# Shingles per piece of the signature kernel: its uint32 hashes and uint64 cells stay in L2.
+_OPH_PIECE = 1 << 16
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -85,9 +90,10 @@ def _space_mask(data: np.ndarray) -> np.ndarray:
     space |= shifted <= 4
     return space
 
-_WORD_BASE = np.uint64(0x9E3779B97F4A7C15)  # odd, so it is invertible modulo 2**64
-_WORD_BASE_INV = np.uint64(pow(int(_WORD_BASE), -1, 2**64))
-_SUB_BATCH_BYTES = 64 * 1024  # text tokenised per numpy pass: its uint64 temporaries stay in L2
+# Word hash: the word's UTF-8 bytes as little-endian 8-byte chunks (the last one zero-padded).
+_CHUNK_MULT = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplying by it is a bijection mod 2**64
+_CHUNK_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
+_SUB_BATCH_BYTES = 128 * 1024  # text tokenised per numpy pass: its per-word temporaries stay in L2
 _MAX_PIECE_CHARS = 1 << 20  # longer texts are tokenised in pieces cut at whitespace
 _POW_CACHE = 1 << 20
 _WHITESPACE = re.compile(r"\s")  # the characters str.split() splits on
@@ -95,28 +101,11 @@ _WHITESPACE = re.compile(r"\s")  # the characters str.split() splits on
 
 class _Powers:
     """``base**j mod 2**64`` for ``j < n``; tables up to ``_POW_CACHE`` entries are cached (shared
-    by every MinHasher), longer ones are built per call, so the cache stays at most 8 MiB (16 MiB
-    with the prefix sums of :meth:`sums_upto`)."""
+    by every MinHasher), longer ones are built per call, so the cache stays at most 8 MiB."""
 
     def __init__(self, base: np.uint64) -> None:
         self.base = base
         self.values = np.ones(1, dtype=np.uint64)
-        self.sums = np.zeros(1, dtype=np.uint64)
-
-    def sums_upto(self, n: int) -> np.ndarray:
-        """``S[k] = sum(base**j for j < k) mod 2**64`` for ``k <= n``: the ``+ 1`` of every byte
-        of a word then costs one lookup by word length instead of a pass over every byte."""
-        if n > _POW_CACHE:
-            sums = np.zeros(n + 1, dtype=np.uint64)
-            np.cumsum(self.upto(n), out=sums[1:])
-            return sums
-        if len(self.sums) < n + 1:
-            self.upto(n)  # grows the cached table of powers to at least n entries
-            values = self.values
-            sums = np.zeros(len(values) + 1, dtype=np.uint64)
-            np.cumsum(values, out=sums[1:])
-            self.sums = sums
-        return self.sums[: n + 1]
 
     def upto(self, n: int) -> np.ndarray:
         if n <= _POW_CACHE:
@@ -132,10 +121,6 @@ class _Powers:
         high = np.array([pow(step, k, 2**64) for k in range(n // _POW_CACHE + 1)], dtype=np.uint64)
         j = np.arange(n, dtype=np.int64)
         return low[j % _POW_CACHE] * high[j // _POW_CACHE]
-
-
-_POW = _Powers(_WORD_BASE)
-_POW_INV = _Powers(_WORD_BASE_INV)
 
 
 def _normalized_text(text: str) -> str:
@@ -160,8 +145,10 @@ def _sub_batches(texts: Sequence[str]) -> Iterator[list[str]]:
 def word_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """64-bit hashes of the normalised words of every text, flat, plus the word count per text.
 
-    A word's hash is ``mix64(sum_j (byte_j + 1) * B**j mod 2**64 + len)`` over its UTF-8 bytes;
-    the polynomial comes from one prefix sum over a sub-batch, so no Python code runs per word.
+    A word's hash is ``mix64(h)`` where ``h`` is a Horner polynomial over its UTF-8 bytes read
+    as little-endian 8-byte chunks ``c_0, c_1, ...`` (the last one zero-padded):
+    ``h = c_0 * M + len``, then ``h = h * M + c_k``, all modulo 2**64. Each chunk is one
+    unaligned load per word, so no Python code runs per word and no numpy pass per byte.
     """
     pieces = [_word_hashes_of(parts) for parts in _sub_batches(texts)]
     if not pieces:
@@ -225,45 +212,45 @@ def _word_hashes_of(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _word_hashes_flat(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    n_docs = len(parts)
     doc_lengths = np.fromiter(
-        (len(p) if p.isascii() else len(p.encode("utf-8")) for p in parts), np.int64, len(parts)
+        (len(p) if p.isascii() else len(p.encode("utf-8")) for p in parts), np.int64, n_docs
     )
     # A newline before the first text and after the last one: word and space runs then
-    # alternate, so the changes of state read start, end, start, end, ...
-    data = np.frombuffer(("\n" + "\n".join(parts) + "\n").encode("utf-8"), dtype=np.uint8)
-    doc_starts = np.ones(len(parts), dtype=np.int64)
-    np.cumsum(doc_lengths[:-1] + 1, out=doc_starts[1:])
-    doc_starts[1:] += 1
-    space = _space_mask(data)
+    # alternate, so the changes of state read start, end, start, end, ... Eight zero bytes
+    # after the end let every word's 8-byte loads stay inside the buffer.
+    buf = ("\n" + "\n".join(parts) + "\n\0\0\0\0\0\0\0\0").encode("utf-8")
+    n = len(buf) - 8
+    space = _space_mask(np.frombuffer(buf, dtype=np.uint8, count=n))
     changes = np.flatnonzero(space[1:] != space[:-1])
     changes += 1
     starts, ends = changes[0::2], changes[1::2]
-    # sum_j (byte_j + 1) * B**j = sum_j byte_j * B**j + sum_j B**j: one uint64 pass over the
-    # bytes for the first sum; the second depends only on the word's length (cached table).
-    # A word's first sum is a difference of two prefix sums of the terms. numpy's cumsum is a
-    # sequential loop, so the prefix is built in rows of 8: seven vectorised column adds give
-    # each row's running sums, and a cumsum over the row totals (8x shorter) their offsets.
-    n = len(data)
-    rows = -(-n // 8)
-    terms = np.zeros(rows * 8, dtype=np.uint64)
-    np.multiply(data, _POW.upto(n), out=terms[:n], dtype=np.uint64)
-    block = terms.reshape(rows, 8)
-    for k in range(1, 8):
-        block[:, k] += block[:, k - 1]
-    row_offsets = np.zeros(rows, dtype=np.uint64)
-    np.cumsum(block[:-1, 7], out=row_offsets[1:])
-    before = changes - 1  # the inclusive prefix at position i - 1 is the sum before i
-    at_changes = row_offsets[before >> 3]
-    at_changes += terms[before]
-    raw = at_changes[1::2] - at_changes[0::2]
-    raw *= _POW_INV.upto(n)[starts]
-    # shifted to the word's start, sum_j B**j over the word is sum_{j < len} B**j: by length
     lengths = ends - starts
-    raw += _POW.sums_upto(n)[lengths]
-    raw += lengths.astype(np.uint64)
+    # An unaligned little-endian uint64 at every byte offset: one gather loads a word's first
+    # 8 bytes, so the work is per word, not per byte.
+    chunks = np.ndarray((n,), dtype="<u8", buffer=buf, strides=(1,))
+    acc = chunks[starts]
+    acc &= _CHUNK_MASKS[np.minimum(lengths, 8)]
+    acc *= _CHUNK_MULT
+    acc += lengths.astype(np.uint64)
+    longer = np.flatnonzero(lengths > 8)  # few words: Horner steps over their further chunks
+    offset = 8
+    while len(longer):
+        rest = lengths[longer] - offset
+        chunk = chunks[starts[longer] + offset]
+        chunk &= _CHUNK_MASKS[np.minimum(rest, 8)]
+        step = acc[longer]
+        step *= _CHUNK_MULT
+        step += chunk
+        acc[longer] = step
+        longer = longer[rest > 8]
+        offset += 8
+    doc_starts = np.ones(n_docs, dtype=np.int64)
+    np.cumsum(doc_lengths[:-1] + 1, out=doc_starts[1:])
+    doc_starts[1:] += 1
     first_word = np.searchsorted(starts, doc_starts)
     counts = np.diff(first_word, append=len(starts)).astype(np.int64)
-    return mix64(raw), counts
+    return mix64(acc), counts
 
 
 @dataclass(frozen=True)
@@ -312,10 +299,8 @@ class MinHasher:
         self.ngram = ngram
         self.seed = seed
         rng = np.random.Generator(np.random.PCG64(seed))
-        self._a = (rng.integers(0, 2**32, num_perm, dtype=np.uint64) | np.uint64(1)).astype(
-            np.uint32
-        )[:, None]
-        self._b = rng.integers(0, 2**32, num_perm, dtype=np.uint64).astype(np.uint32)[:, None]
+        self._a = np.uint32(rng.integers(0, 2**32, dtype=np.uint64) | np.uint64(1))
+        self._probe_salt = np.uint64(rng.integers(0, 2**64, dtype=np.uint64))
         self._ngram_mult = rng.integers(0, 2**64, ngram, dtype=np.uint64) | np.uint64(1)
 
     # -- shingles --------------------------------------------------------------------------
@@ -388,57 +373,69 @@ class MinHasher:
 
     # -- signatures ------------------------------------------------------------------------
     def signatures_from_shingles(self, batch: ShingleBatch) -> np.ndarray:
-        """``(n, num_perm)`` uint32 minima; a document without shingles gets all ``EMPTY_SLOT``.
+        """``(n, num_perm)`` uint32 slots; a document without shingles gets all ``EMPTY_SLOT``.
 
-        Whole documents are taken ``_KERNEL_COLUMNS`` shingles at a time, and the permutations
-        ``_KERNEL_ROWS`` at a time, so each ``(rows, columns)`` product block (1 MiB) is written,
-        offset and reduced while it stays in L2; a block of all 128 rows (8 MiB) would go to
-        memory and back three times.
+        One permutation, ``num_perm`` bins (see the module docstring): each shingle is hashed
+        once, and a bin's slot is the smallest hash that falls in it, found with one
+        ``minimum.at`` over ``(document, bin)`` cells in cache-sized pieces. Bins no shingle
+        fell in are then filled by :meth:`_densify`.
         """
         offsets = batch.offsets
         n = len(offsets) - 1
-        out = np.full((n, self.num_perm), EMPTY_SLOT, dtype=np.uint32)
-        counts = np.diff(offsets)
-        nonempty = np.flatnonzero(counts > 0)
-        if len(nonempty) == 0:
-            return out
-        rows = min(_KERNEL_ROWS, self.num_perm)
-        buf = np.empty((rows, _KERNEL_COLUMNS), np.uint32)
-        minima = np.empty((self.num_perm, 0), np.uint32)
+        k = self.num_perm
+        out = np.full((n, k), EMPTY_SLOT, dtype=np.uint32)
+        flat = out.reshape(-1)
         hashes = batch.hashes
-        doc_ends = offsets[nonempty + 1]
-        i = 0
-        while i < len(nonempty):
-            # Take as many whole documents as fit in the block.
-            first = offsets[nonempty[i]]
-            j = int(np.searchsorted(doc_ends, first + _KERNEL_COLUMNS, side="right"))
-            if j <= i:  # one document larger than the block: a running minimum over its blocks
-                doc = nonempty[i]
-                row = out[doc]
-                for start in range(int(first), int(offsets[doc + 1]), _KERNEL_COLUMNS):
-                    stop = min(start + _KERNEL_COLUMNS, int(offsets[doc + 1]))
-                    x = hashes[None, start:stop]
-                    for p in range(0, self.num_perm, rows):
-                        block = buf[: min(rows, self.num_perm - p), : stop - start]
-                        np.multiply(self._a[p : p + rows], x, out=block)
-                        block += self._b[p : p + rows]
-                        np.minimum(row[p : p + rows], block.min(axis=1), out=row[p : p + rows])
-                i += 1
-                continue
-            docs = nonempty[i:j]
-            last = offsets[docs[-1] + 1]
-            x = hashes[None, first:last]
-            segments = offsets[docs] - first
-            if minima.shape[1] != len(docs):
-                minima = np.empty((self.num_perm, len(docs)), np.uint32)
-            for p in range(0, self.num_perm, rows):
-                block = buf[: min(rows, self.num_perm - p), : last - first]
-                np.multiply(self._a[p : p + rows], x, out=block)
-                block += self._b[p : p + rows]
-                np.minimum.reduceat(block, segments, axis=1, out=minima[p : p + rows])
-            out[docs] = minima.T
-            i = j
+        total = len(hashes)
+        if total == 0:
+            return out
+        filled = np.zeros(n * k, dtype=bool)  # not the slot value: a minimum may be 0xFFFFFFFF
+        for start in range(0, total, _OPH_PIECE):
+            stop = min(start + _OPH_PIECE, total)
+            h = hashes[start:stop] * self._a
+            cell = h.astype(np.uint64)
+            cell *= np.uint64(k)
+            cell >>= np.uint64(32)  # the bin: multiply-shift keeps h's order, bins are ranges
+            first = int(np.searchsorted(offsets, start, side="right")) - 1
+            last = int(np.searchsorted(offsets, stop, side="left"))
+            owner = np.repeat(
+                np.arange(first, last, dtype=np.uint64),
+                np.minimum(offsets[first + 1 : last + 1], stop) - np.maximum(offsets[first:last], start),
+            )
+            owner *= np.uint64(k)
+            cell += owner
+            cells = cell.view(np.int64)
+            np.minimum.at(flat, cells, h)
+            filled[cells] = True
+        self._densify(out, filled.reshape(n, k), np.diff(offsets) > 0)
         return out
+
+    def _densify(self, out: np.ndarray, filled: np.ndarray, has_shingles: np.ndarray) -> None:
+        """Optimal densification (Shrivastava, ICML 2017): an empty bin ``i`` takes the slot of
+        the first non-empty bin of the probe sequence ``probe(i, 0), probe(i, 1), ...``, which is
+        the same for every document. Two documents then agree in a slot with probability equal
+        to their Jaccard similarity, as in MinHash."""
+        k = self.num_perm
+        docs, bins = np.nonzero(~filled & has_shingles[:, None])
+        if len(docs) == 0:
+            return
+        fill = np.empty(len(docs), dtype=np.uint32)
+        pending = np.arange(len(docs))
+        attempt = 0
+        while len(pending):
+            z = bins[pending].astype(np.uint64) << np.uint64(32)
+            z += np.uint64(attempt)
+            z ^= self._probe_salt
+            mix64(z)
+            z >>= np.uint64(32)
+            z *= np.uint64(k)
+            z >>= np.uint64(32)
+            rows, probes = docs[pending], z.view(np.int64)
+            found = filled[rows, probes]
+            fill[pending[found]] = out[rows[found], probes[found]]
+            pending = pending[~found]
+            attempt += 1
+        out[docs, bins] = fill
 
     def signatures(self, texts: Sequence[str]) -> np.ndarray:
         """Batch API: ``(len(texts), num_perm)`` uint32 MinHash signatures."""

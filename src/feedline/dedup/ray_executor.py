@@ -23,6 +23,7 @@ from feedline.io.paths import is_url, local_path
 
 from . import stages
 from .engine import DedupConfig
+from .minhash import SIGNATURE_SCHEME
 from .workdir import WorkDir
 
 WORK_DIR_NAME = ".dedup-work"
@@ -160,6 +161,7 @@ def run_ray_dedup(
         params = {
             "schema": 1,
             "dedup": config.to_dict(),
+            "signatures": SIGNATURE_SCHEME,
             "partitions": partitions,
             "out": str(out_dir.absolute()),
             "text_field": text_field,
