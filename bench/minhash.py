@@ -1,6 +1,11 @@
 """Near-duplicate dedup: feedline vs datasketch (MinHash + MinHashLSH) vs rensa, same corpus.
 
     .venv/bin/python bench/minhash.py [--docs 50000] [--repeat 3] [--threshold 0.8]
+    .venv/bin/python bench/minhash.py --impl feedline --src old=/tmp/old/src --repeat 5
+
+``--src LABEL=DIR`` adds ``feedline[LABEL]``: the engine imported from DIR (e.g. ``git archive``
+of an older commit's ``src``), to compare two versions side by side in one run. Repeats go
+round every implementation in turn, so load changes hit all of them alike.
 
 Corpus: ~2 KB documents with a Zipf-like vocabulary; 88 % originals, 8 % planted near
 duplicates (word substitutions, target J uniform in [0.5, 1.0]) and 4 % case/whitespace copies,
@@ -153,7 +158,7 @@ class Rensa(Baseline):
 
 
 def make_pipeline(impl: str, threshold: float) -> Pipeline:
-    if impl == "feedline":
+    if impl == "feedline" or impl.startswith("feedline["):
         return Feedline(threshold, "exact")
     if impl == "feedline-estimate":
         return Feedline(threshold, "estimate")
@@ -166,9 +171,11 @@ def make_pipeline(impl: str, threshold: float) -> Pipeline:
     raise SystemExit(f"unknown implementation {impl}")
 
 
-def worker(impl: str, corpus_path: str, threshold: float) -> None:
+def worker(impl: str, corpus_path: str, threshold: float, src: str | None) -> None:
     """Feed the first half, read RSS, feed the second half, read RSS: the difference is the
     marginal memory per indexed document (fixed costs and warm-up cancel out)."""
+    if src:
+        sys.path.insert(0, src)
     texts = json.loads(Path(corpus_path).read_text())["texts"]
     half = len(texts) // 2
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -198,12 +205,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threshold", type=float, default=0.8)
     parser.add_argument("--impl", action="append", help="run only these (default: all)")
+    parser.add_argument("--src", action="append", default=[], metavar="LABEL=DIR",
+                        help="also run the engine imported from DIR, as feedline[LABEL]")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-src", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.corpus, args.threshold)
+        worker(args.worker, args.corpus, args.threshold, args.worker_src)
         return
+    sources = dict(item.split("=", 1) for item in args.src)
+    impls = list(args.impl or IMPLS) + [f"feedline[{label}]" for label in sources]
 
     from tests.dedup.planted_corpus import make_corpus, oracle_jaccard
 
@@ -219,10 +231,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         corpus_path = Path(tmp) / "corpus.json"
         corpus_path.write_text(json.dumps({"texts": corpus.texts}))
-        rows = []
-        for impl in args.impl or IMPLS:
-            runs = []
-            for _ in range(args.repeat):
+        runs_of: dict[str, list[dict]] = {impl: [] for impl in impls}
+        for _ in range(args.repeat):
+            for impl in impls:
+                label = impl[len("feedline[") : -1] if impl.startswith("feedline[") else None
+                extra = ["--worker-src", str(Path(sources[label]).resolve())] if label else []
                 out = subprocess.run(
                     [
                         sys.executable,
@@ -233,14 +246,15 @@ def main() -> None:
                         str(corpus_path),
                         "--threshold",
                         str(args.threshold),
+                        *extra,
                     ],
                     check=True,
                     capture_output=True,
                     text=True,
                 ).stdout
-                runs.append(json.loads(out))
-                print(f"  {impl}: {runs[-1]['cpu_s']:.2f} CPU-s", flush=True)
-            rows.append((impl, runs))
+                runs_of[impl].append(json.loads(out))
+                print(f"  {impl}: {runs_of[impl][-1]['cpu_s']:.2f} CPU-s", flush=True)
+        rows = list(runs_of.items())
 
     # quality: the flagged pairs of the last run (identical across runs: all are seeded)
     def quality(flagged: dict[str, int], exact: list[int]) -> dict[str, float]:
