@@ -115,3 +115,40 @@ def test_query_windows_names_pad_keys_like_lerobot():
 def test_anchor_outside_episode_is_a_bug():
     with pytest.raises(ValueError):
         query_window(20, np.array([0]), 0, 20)
+
+
+@given(
+    length=st.integers(1, 40),
+    start=st.integers(0, 1000),
+    deltas=st.dictionaries(
+        st.sampled_from(["action", "observation.state", "cam"]),
+        st.lists(st.integers(-12, 12), min_size=1, max_size=6),
+        min_size=1,
+    ),
+)
+@settings(max_examples=100, deadline=None)
+def test_episode_windows_equal_per_sample_windows(length, start, deltas):
+    """The streaming reader's once-per-episode windows give what each sample computes alone:
+    the same positions, masks, dtypes and keys, and masks that are each sample's own."""
+    from feedline.episodes.assemble import EpisodeData, EpisodeWindows, SampleSpec, sample_windows
+
+    spec = SampleSpec(
+        video_keys=(), camera_keys=(),
+        delta_indices={k: np.array(v, dtype=np.int64) for k, v in deltas.items()}, tasks=(),
+    )
+    episode = EpisodeData(3, start, {"index": np.arange(start, start + length)}, {}, {})
+    windows = EpisodeWindows(spec, episode)
+    for frame in range(length):
+        rows, pads = windows.at(frame)
+        want_rows, want_pads = sample_windows(spec, episode, frame)
+        assert list(rows) == list(want_rows) and list(pads) == list(want_pads)
+        for key in want_rows:
+            assert rows[key].dtype == want_rows[key].dtype
+            assert rows[key].tolist() == want_rows[key].tolist()
+        for key in want_pads:
+            assert pads[key].dtype == want_pads[key].dtype
+            assert pads[key].tolist() == want_pads[key].tolist()
+        for mask in pads.values():
+            mask[:] = True  # a sample's mask is its own: the next samples are unaffected
+    with pytest.raises(IndexError):
+        windows.at(length)

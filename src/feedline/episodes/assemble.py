@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from feedline.episodes.windows import query_windows
+from feedline.episodes.windows import PAD_SUFFIX, query_window, query_windows
 
 #: ``decode(video_key, video_path, timestamps_s) -> uint8 [T, H, W, 3]`` (e.g. VideoFrameReader.frames_at).
 FrameDecoder = Callable[[str, str, list[float]], "np.ndarray | Sequence[np.ndarray]"]
@@ -109,6 +109,43 @@ def sample_windows(
     return {key: idx - episode.dataset_from_index for key, idx in indices.items()}, pads
 
 
+class EpisodeWindows:
+    """Every sample's windows of one episode, computed in one batched pass.
+
+    The streaming reader serves all of a resident episode's samples, so it computes their
+    windows once per episode instead of once per sample (one vectorised pass over every anchor
+    in place of a few numpy calls per sample). :meth:`at` gives exactly what
+    :func:`sample_windows` gives for that frame: the same positions, masks and dtypes.
+
+    Args:
+        spec: the dataset's sample shapes (its ``delta_indices``).
+        episode: the episode whose samples are served.
+    """
+
+    def __init__(self, spec: SampleSpec, episode: EpisodeData) -> None:
+        self.length = episode.length
+        self._episode = episode.episode_index
+        self._rows: dict[str, np.ndarray] = {}
+        self._pads: dict[str, np.ndarray] = {}
+        if spec.delta_indices and self.length:
+            lo = episode.dataset_from_index
+            anchors = np.arange(lo, lo + self.length, dtype=np.int64)
+            for key, deltas in spec.delta_indices.items():
+                rows, pads = query_window(anchors, deltas, lo, episode.dataset_to_index)
+                self._rows[key] = rows - lo
+                self._pads[key + PAD_SUFFIX] = pads
+
+    def at(self, frame: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """``sample_windows(spec, episode, frame)``: positions are views, masks are new arrays
+        (a sample's tensors never share memory with another sample's)."""
+        if not 0 <= frame < self.length:
+            raise IndexError(f"frame {frame} outside episode {self._episode} of {self.length} frames")
+        return (
+            {key: rows[frame] for key, rows in self._rows.items()},
+            {key: pads[frame].copy() for key, pads in self._pads.items()},
+        )
+
+
 def video_timestamps(
     spec: SampleSpec, episode: EpisodeData, frame: int, rows: Mapping[str, np.ndarray] | None = None
 ) -> dict[str, list[float]]:
@@ -142,10 +179,18 @@ def frames_to_tensor(rgb: np.ndarray | Sequence[np.ndarray], return_uint8: bool)
 
 
 def assemble_sample(
-    spec: SampleSpec, episode: EpisodeData, frame: int, decode: FrameDecoder
+    spec: SampleSpec,
+    episode: EpisodeData,
+    frame: int,
+    decode: FrameDecoder,
+    windows: EpisodeWindows | None = None,
 ) -> dict[str, Any]:
-    """The sample at ``frame`` of ``episode``; ``decode`` supplies the video frames."""
-    rows, pads = sample_windows(spec, episode, frame)
+    """The sample at ``frame`` of ``episode``; ``decode`` supplies the video frames.
+
+    ``windows``: the episode's precomputed windows (:class:`EpisodeWindows`), when the caller
+    serves many of its samples.
+    """
+    rows, pads = sample_windows(spec, episode, frame) if windows is None else windows.at(frame)
     columns = {name: to_torch(values[frame]) for name, values in episode.columns.items()}
     for key, positions in rows.items():
         if key in episode.columns:

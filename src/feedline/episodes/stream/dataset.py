@@ -548,7 +548,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             def decode(key: str, path: str, stamps: list[float]) -> list[np.ndarray]:
                 return payload.frames(reader, key, stamps, self.tolerance_s, decoded)
 
-            return assemble_sample(spec, payload.data, frame, decode)
+            return assemble_sample(spec, payload.data, frame, decode, payload.windows(spec))
 
         pipeline = EpisodePipeline(
             episodes, frames, order, self.episode_bytes, fetch=fetch, assemble=assemble,

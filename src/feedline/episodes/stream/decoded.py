@@ -26,6 +26,7 @@ every frame is decoded once.
 
 from __future__ import annotations
 
+import bisect
 import io
 import os
 import threading
@@ -39,6 +40,7 @@ import av
 import numpy as np
 
 from feedline.episodes.errors import Mp4Error, SidecarError
+from feedline.episodes.video.codec import open_codec_context, span_packets
 from feedline.episodes.video.frames import rgb_array
 from feedline.episodes.video.minimp4 import MiniMp4, frame_span, plan_span
 from feedline.episodes.video.mp4.table import SampleTable
@@ -62,8 +64,8 @@ _INHERITED_FROM_PARENT: list[object] = []
 
 def _park_inherited_decoders() -> None:
     for decoder in list(_LIVE_DECODERS):
-        _INHERITED_FROM_PARENT.append((decoder.container, decoder._frames))
-        decoder.container = decoder._frames = None
+        _INHERITED_FROM_PARENT.append((decoder.container, decoder.context, decoder._frames))
+        decoder.container = decoder.context = decoder._frames = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -180,44 +182,84 @@ class DecodedFrames:
 
 
 class _Decoder:
-    """One open container decoding a mini-MP4 forward, in presentation order."""
+    """One decoder producing a mini-MP4's planned frames forward, in presentation order.
 
-    def __init__(self, mini: MiniMp4, name: str) -> None:
+    Codecs a bare context can take (AV1, H.264, HEVC) get the span's samples as packets
+    straight from the fetched bytes, as the map-style reader's
+    :class:`~feedline.episodes.video.codec.SpanDecoder` does: no container to open per decoder
+    (about 0.4 ms less at 96x128) and no demuxer reading through Python per packet. Others, or
+    a span that ends before every planned frame, go through a container on the mini-MP4, which
+    produces the same frames or names what is wrong.
+    """
+
+    def __init__(self, mini: MiniMp4, name: str, table: SampleTable | None = None) -> None:
         self.mini = mini
         self.name = name
         self.wanted = set(mini.plan.pts_ticks.tolist())
         self.last_tick: int | None = None
-        try:
-            self.container = av.open(io.BytesIO(mini.data), format="mp4")
-            stream = self.container.streams.video[0]
-            self._frames: Iterator[Any] | None = self.container.decode(stream)
-        except av.error.FFmpegError as exc:
-            raise Mp4Error(f"{name}: opening samples {mini.plan.first}..{mini.plan.last} failed: {exc}") from exc
+        self.container: Any = None
+        self.context: Any = None if table is None else open_codec_context(table)
+        self._offset = 0  # decoded pts - original ticks (the container path's edit list)
+        if self.context is not None:
+            self._frames: Iterator[Any] | None = self._packet_frames(self.context, table, mini)
+        else:
+            self._open_container()
         _LIVE_DECODERS.add(self)
+
+    @staticmethod
+    def _packet_frames(context: Any, table: SampleTable | None, mini: MiniMp4) -> Iterator[Any]:
+        assert table is not None
+        for packet in span_packets(table, mini):
+            yield from context.decode(packet)
+        yield from context.decode(None)
+
+    def _open_container(self) -> None:
+        plan = self.mini.plan
+        self.context = None
+        self._offset = plan.tick_offset
+        try:
+            self.container = av.open(io.BytesIO(self.mini.data), format="mp4")
+            stream = self.container.streams.video[0]
+            # One codec thread: a worker runs several decoders at once on cores its siblings
+            # share, and FFmpeg's automatic threads cost 20-30 % more CPU per frame for the
+            # same output (AV1, 96x128 and 480x640; see docs/benchmarks.md).
+            stream.codec_context.thread_count = 1
+            self._frames = self.container.decode(stream)
+        except av.error.FFmpegError as exc:
+            raise Mp4Error(f"{self.name}: opening samples {plan.first}..{plan.last} failed: {exc}") from exc
 
     def next_frame(self) -> tuple[int, av.VideoFrame]:
         """The next planned frame and its original presentation tick."""
         plan = self.mini.plan
-        if self._frames is None:
-            raise Mp4Error(f"{self.name}: decoder used after it was closed")
-        try:
-            for frame in self._frames:
-                if frame.pts is None:
-                    continue
-                tick = int(frame.pts) - plan.tick_offset
-                if tick in self.wanted:
-                    self.last_tick = tick
-                    return tick, frame
-        except av.error.FFmpegError as exc:
-            raise Mp4Error(f"{self.name}: decoding samples {plan.first}..{plan.last} failed: {exc}") from exc
-        raise Mp4Error(
-            f"{self.name}: decoding samples {plan.first}..{plan.last} ended after tick {self.last_tick} "
-            "before every planned frame"
-        )
+        while True:
+            if self._frames is None:
+                raise Mp4Error(f"{self.name}: decoder used after it was closed")
+            try:
+                for frame in self._frames:
+                    if frame.pts is None:
+                        continue
+                    tick = int(frame.pts) - self._offset
+                    # Frames come in presentation order; after a fallback to the container,
+                    # the ones already produced are passed over.
+                    if tick in self.wanted and (self.last_tick is None or tick > self.last_tick):
+                        self.last_tick = tick
+                        return tick, frame
+            except av.error.FFmpegError as exc:
+                if self.context is None:
+                    raise Mp4Error(
+                        f"{self.name}: decoding samples {plan.first}..{plan.last} failed: {exc}"
+                    ) from exc
+            if self.context is None:
+                raise Mp4Error(
+                    f"{self.name}: decoding samples {plan.first}..{plan.last} ended after tick "
+                    f"{self.last_tick} before every planned frame"
+                )
+            self._open_container()  # the packet path fell short: the container decides
 
     def close(self) -> None:
+        self._frames = None
+        self.context = None
         if self.container is not None:
-            self._frames = None
             self.container.close()
             self.container = None
 
@@ -261,14 +303,24 @@ class CameraFrames:
         self._name = name
         self._slot_of: dict[int, int] = {}
         self._sample_of: dict[int, int] = {}
+        # Per slot: its ticks (ascending), which of them are kept (a byte each: "any kept frame
+        # in this run" is a C-level scan), and whether any was ever decoded. Every tick knows its
+        # (slot, position) pairs, so keeping or decoding a frame updates these in O(1).
+        self._ticks: list[list[int]] = []
+        self._kept: list[bytearray] = []
+        self._touched: set[int] = set()
+        self._where: dict[int, list[tuple[int, int]]] = {}
         for slot, mini in enumerate(self._minis):
-            for tick in mini.plan.pts_ticks.tolist():
+            slot_ticks = [int(t) for t in mini.plan.pts_ticks.tolist()]
+            self._ticks.append(slot_ticks)
+            self._kept.append(bytearray(len(slot_ticks)))
+            for pos, tick in enumerate(slot_ticks):
                 self._slot_of.setdefault(tick, slot)
+                self._where.setdefault(tick, []).append((slot, pos))
             first, last = mini.plan.first, mini.plan.last
             ticks = np.asarray(table.pts_ticks[first : last + 1]).tolist()
             for sample, tick in enumerate(ticks, first):
                 self._sample_of.setdefault(tick, sample)
-        self._ticks = [np.asarray(mini.plan.pts_ticks, dtype=np.int64) for mini in self._minis]
         self._cursors: dict[int, _Cursor] = {}  # by key, least recently used first
         self._next_key = 0
         self._frames: dict[int, np.ndarray] = {}
@@ -311,7 +363,9 @@ class CameraFrames:
                 decoded += 1
                 if got in self._ever_decoded:
                     redecoded += 1
-                self._ever_decoded.add(got)
+                else:
+                    self._ever_decoded.add(got)
+                    self._touched.update(s for s, _ in self._where.get(got, ()))
                 if got in self._frames:
                     found.setdefault(got, self._frames[got])
                 else:  # convert once: only a frame kept or needed now
@@ -320,6 +374,8 @@ class CameraFrames:
                         rgb = rgb_array(frame)
                         if keep:
                             self._frames[got] = rgb
+                            for s, pos in self._where.get(got, ()):
+                                self._kept[s][pos] = 1
                         if got in needed:
                             found[got] = rgb
                 if got >= tick:
@@ -328,15 +384,14 @@ class CameraFrames:
             self._decoded.count(decoded_frames=decoded, redecoded_frames=redecoded)
         if tick not in found:
             raise Mp4Error(f"{self._name}: the decoder skipped tick {tick} (last decoded {got})")
-        ticks = self._ticks[slot]
-        after = int(np.searchsorted(ticks, got, side="right"))
-        if after >= len(ticks) or int(ticks[after]) in self._frames:
+        after = bisect.bisect_right(self._ticks[slot], got)
+        if after >= len(self._ticks[slot]) or self._kept[slot][after]:
             self._close_cursor(cursor)  # it would only decode kept frames again: retire it
 
     def _cursor_for(self, slot: int, tick: int) -> _Cursor:
         """The decoder that produces ``tick`` with no frame decoded twice (see the class doc)."""
-        ticks = self._ticks[slot]
-        at = int(np.searchsorted(ticks, tick))
+        ticks, kept = self._ticks[slot], self._kept[slot]
+        at = bisect.bisect_left(ticks, tick)
         room = self._decoded.has_room()
         best: _Cursor | None = None
         best_pos = -1
@@ -344,27 +399,24 @@ class CameraFrames:
             last = cursor.decoder.last_tick
             if cursor.slot != slot or last is None or last >= tick:
                 continue
-            pos = int(np.searchsorted(ticks, last))
-            if pos > best_pos and not any(int(t) in self._frames for t in ticks[pos + 1 : at]):
+            pos = bisect.bisect_left(ticks, last)
+            if pos > best_pos and 1 not in kept[pos + 1 : at]:
                 best, best_pos = cursor, pos
         key_first = self._keyframe_of(tick, slot)
         if best is not None:
             # With room, going on is never worse: a new decoder would start at the same frame
             # or re-decode kept ones. Without room the frames passed over cannot be kept, so
             # it goes on only while that is no longer than decoding from the keyframe.
-            jump_cost = at - int(np.searchsorted(ticks, self._start_tick(key_first, tick)))
+            jump_cost = at - bisect.bisect_left(ticks, self._start_tick(key_first, tick))
             if room or at - best_pos <= jump_cost + 1:
                 self._cursors[best.key] = self._cursors.pop(best.key)  # most recently used
                 self._decoded.used(self, best.key)
                 return best
-        first_touch = not any(int(t) in self._ever_decoded for t in ticks)
-        if first_touch or not room:
-            first = key_first  # start at the wanted frame's own keyframe
+        if slot not in self._touched or not room:
+            first = key_first  # first touch: start at the wanted frame's own keyframe
         else:  # start the undecoded run holding ``tick`` (ends where a kept frame begins)
-            run = at
-            while run > 0 and int(ticks[run - 1]) not in self._frames:
-                run -= 1
-            first = self._keyframe_of(int(ticks[run]), slot)
+            run = kept.rfind(1, 0, at) + 1
+            first = self._keyframe_of(ticks[run], slot)
         return self._open(slot, first)
 
     def _keyframe_of(self, tick: int, slot: int) -> int:
@@ -382,7 +434,7 @@ class CameraFrames:
         if len(mine) >= MAX_CURSORS_PER_SLOT:
             self._close_cursor(mine[0])  # this slot's least recently used
         mini = self._minis[slot]
-        decoder = _Decoder(cut_mini(self._table, mini, first, mini.plan.last), self._name)
+        decoder = _Decoder(cut_mini(self._table, mini, first, mini.plan.last), self._name, self._table)
         cursor = _Cursor(self._next_key, slot, decoder)
         self._next_key += 1
         self._cursors[cursor.key] = cursor

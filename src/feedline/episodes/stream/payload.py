@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow.parquet as pq
 
-from feedline.episodes.assemble import EpisodeData
+from feedline.episodes.assemble import EpisodeData, EpisodeWindows, SampleSpec
 from feedline.episodes.base import column_to_numpy
 from feedline.episodes.errors import StreamingError
 from feedline.episodes.format import EpisodeTable
@@ -34,7 +34,13 @@ from feedline.episodes.parquet import (
 )
 from feedline.episodes.stream.decoded import DEFAULT_DECODED_CACHE_GB, CameraFrames, DecodedFrames
 from feedline.episodes.video.frames import VideoFrameReader
-from feedline.episodes.video.minimp4 import MiniMp4, SpanPlan, nearest_samples
+from feedline.episodes.video.minimp4 import (
+    MiniMp4,
+    SpanPlan,
+    nearest_samples,
+    nearest_samples_within,
+)
+from feedline.episodes.video.mp4.table import SampleTable
 from feedline.io import Store
 
 __all__ = [
@@ -156,6 +162,44 @@ class EpisodePayload:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     outside_fetches: int = 0
     _closed: bool = field(default=False, repr=False)
+    _windows: EpisodeWindows | None = field(default=None, repr=False)
+    _tick_of: dict[tuple[str, float], dict[float, int]] = field(default_factory=dict, repr=False)
+
+    def windows(self, spec: SampleSpec) -> EpisodeWindows:
+        """Every sample's windows of this episode, computed once (on its first sample)."""
+        windows = self._windows
+        if windows is None:
+            with self._lock:
+                if self._windows is None:
+                    self._windows = EpisodeWindows(spec, self.data)
+                windows = self._windows
+        return windows
+
+    def _ticks_by_time(
+        self, table: SampleTable, camera: CameraFrames, key: str, tolerance_s: float
+    ) -> dict[float, int]:
+        """``{video time: presentation tick}`` for every row's time of this camera.
+
+        A sample asks for ``from_timestamp + timestamp`` of its window's rows (float64, the same
+        expression as :func:`~feedline.episodes.assemble.video_timestamps`, so the same floats),
+        which makes the per-sample nearest-frame search a dict lookup. Times with no frame within
+        tolerance, or outside the fetched spans, are left out: a sample asking for one takes the
+        general path, which reads it separately or names the problem.
+        """
+        lookup = self._tick_of.get((key, tolerance_s))
+        if lookup is None:
+            stamps = self.data.columns["timestamp"]
+            times = float(self.data.from_timestamp[key]) + np.asarray(stamps).astype(np.float64)
+            samples, within = nearest_samples_within(table, times, tolerance_s)
+            ticks = table.pts_ticks[samples].tolist()
+            lookup = {
+                t: tick
+                for t, tick, ok in zip(times.tolist(), ticks, within.tolist(), strict=True)
+                if ok and camera.covers(tick)
+            }
+            with self._lock:
+                self._tick_of[(key, tolerance_s)] = lookup
+        return lookup
 
     def _camera(
         self, reader: VideoFrameReader, key: str, decoded: DecodedFrames | None
@@ -190,6 +234,13 @@ class EpisodePayload:
         path = self.data.video_path[key]
         table = reader.table(path)
         camera = self._camera(reader, key, decoded)
+        lookup = self._ticks_by_time(table, camera, key, tolerance_s)
+        try:
+            known = [lookup[t] for t in timestamps_s]
+        except KeyError:  # a time off the rows' grid, or outside the fetched spans
+            known = None
+        if known is not None:
+            return camera.get(known)
         samples = nearest_samples(table, camera.name, timestamps_s, tolerance_s)
         ticks = table.pts_ticks[samples].tolist()
         inside = [j for j, tick in enumerate(ticks) if camera.covers(tick)]

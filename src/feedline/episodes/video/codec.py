@@ -20,6 +20,7 @@ import os
 import struct
 import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import av
@@ -28,7 +29,7 @@ import numpy as np
 from feedline.episodes.video.minimp4 import MiniMp4, decode_span
 from feedline.episodes.video.mp4.table import SampleTable, TrackInfo
 
-__all__ = ["SpanDecoder", "codec_config"]
+__all__ = ["SpanDecoder", "codec_config", "open_codec_context", "span_packets"]
 
 #: Configuration box -> FFmpeg decoder. FFmpeg's mov demuxer hands these boxes' payloads to the
 #: decoder as extradata unchanged, so the same bytes configure a bare codec context (the three
@@ -87,6 +88,31 @@ def _open_context(names: tuple[str, ...], extradata: bytes) -> Any | None:
     return None
 
 
+def open_codec_context(table: SampleTable) -> Any | None:
+    """A bare single-threaded codec context for ``table``'s video, configured from its sample
+    entry; ``None`` when the codec is not one a bare context can take (use a container)."""
+    config = codec_config(table.info)
+    return None if config is None else _open_context(*config)
+
+
+def span_packets(table: SampleTable, mini: MiniMp4) -> Iterator[av.Packet]:
+    """``mini``'s samples as packets, in decode order, stamped with the original pts/dts ticks
+    (so decoded frames carry the ticks the sample table knows)."""
+    plan = mini.plan
+    header = len(plan.layout.header)
+    sizes = np.asarray(table.size[plan.first : plan.last + 1], dtype=np.int64)
+    ends = (header + np.cumsum(sizes)).tolist()
+    pts = table.pts_ticks[plan.first : plan.last + 1].tolist()
+    dts = table.dts[plan.first : plan.last + 1].tolist()
+    data = memoryview(mini.data)
+    start = header
+    for end, p, d in zip(ends, pts, dts, strict=True):
+        packet = av.Packet(data[start:end])
+        packet.pts, packet.dts = int(p), int(d)
+        start = end
+        yield packet
+
+
 class SpanDecoder:
     """One video's persistent decoder: decodes fetched spans without opening a container.
 
@@ -116,21 +142,12 @@ class SpanDecoder:
         return frames
 
     def _decode_packets(self, mini: MiniMp4) -> dict[int, av.VideoFrame] | None:
-        plan, table, context = mini.plan, self._table, self._context
-        wanted = set(plan.pts_ticks.tolist())
-        sizes = np.asarray(table.size[plan.first : plan.last + 1], dtype=np.int64)
-        ends = len(plan.layout.header) + np.cumsum(sizes)
-        pts = table.pts_ticks[plan.first : plan.last + 1].tolist()
-        dts = table.dts[plan.first : plan.last + 1].tolist()
-        data = memoryview(mini.data)
+        context = self._context
+        wanted = set(mini.plan.pts_ticks.tolist())
         frames: dict[int, av.VideoFrame] = {}
         try:
             context.flush_buffers()
-            start = len(plan.layout.header)
-            for end, p, d in zip(ends.tolist(), pts, dts, strict=True):
-                packet = av.Packet(data[start:end])
-                packet.pts, packet.dts = int(p), int(d)
-                start = end
+            for packet in span_packets(self._table, mini):
                 for frame in context.decode(packet):
                     if frame.pts is not None and frame.pts in wanted:
                         frames[int(frame.pts)] = frame

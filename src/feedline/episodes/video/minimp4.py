@@ -69,9 +69,37 @@ def nearest_samples(
     table: SampleTable, name: str, timestamps_s: Sequence[float], tolerance_s: float
 ) -> np.ndarray:
     """Decode-order sample index of the presented frame nearest each timestamp (within tolerance)."""
-    order = table.display_order
     times = table.display_pts
     wanted = np.asarray(timestamps_s, dtype=np.float64).reshape(-1)
+    best, within = _nearest_display(table, wanted, tolerance_s)
+    bad = ~within
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise FrameTimestampError(
+            f"{name}: no frame within {tolerance_s:g} s of t={float(wanted[i])!r} s; the nearest frame is at "
+            f"{float(times[best[i]])!r} s (video covers {float(times[0])!r}..{float(times[-1])!r} s); "
+            "check the episode's from_timestamp and the fps, or raise tolerance_s"
+        )
+    return table.display_order[best]
+
+
+def nearest_samples_within(
+    table: SampleTable, timestamps_s: np.ndarray, tolerance_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`nearest_samples` for many timestamps at once, without raising: ``(samples,
+    within)``, where ``within`` is false for a timestamp with no frame within tolerance (its
+    sample is then meaningless)."""
+    wanted = np.asarray(timestamps_s, dtype=np.float64).reshape(-1)
+    best, within = _nearest_display(table, wanted, tolerance_s)
+    return table.display_order[best], within
+
+
+def _nearest_display(
+    table: SampleTable, wanted: np.ndarray, tolerance_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Display position of the frame nearest each time (ties to the earlier), and whether it is
+    within tolerance."""
+    times = table.display_pts
     # np.minimum/np.maximum: the same as np.clip here, without its per-call overhead (every sample)
     right = np.minimum(np.maximum(np.searchsorted(times, wanted), 1), len(times) - 1) if len(times) > 1 else None
     if right is None:
@@ -80,16 +108,7 @@ def nearest_samples(
         left = right - 1
         pick_left = np.abs(wanted - times[left]) <= np.abs(times[right] - wanted)
         best = np.where(pick_left, left, right)
-    dist = np.abs(times[best] - wanted)
-    bad = ~(dist <= tolerance_s)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise FrameTimestampError(
-            f"{name}: no frame within {tolerance_s:g} s of t={float(wanted[i])!r} s; the nearest frame is at "
-            f"{float(times[best[i]])!r} s (video covers {float(times[0])!r}..{float(times[-1])!r} s); "
-            "check the episode's from_timestamp and the fps, or raise tolerance_s"
-        )
-    return order[best]
+    return best, np.abs(times[best] - wanted) <= tolerance_s
 
 
 def samples_between(table: SampleTable, t0: float, t1: float, tolerance_s: float = 1e-4) -> np.ndarray:
