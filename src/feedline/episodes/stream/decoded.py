@@ -8,7 +8,7 @@ to repeat) gather it from memory. What is kept is bounded per worker by :class:`
 * decoded bytes stay within ``limit_bytes`` (``decoded_cache_gb`` per rank, 1/N per worker). A
   frame the limit cannot hold is not kept; if a later sample needs it, its GOP is decoded again
   (counted in ``redecoded_frames``) - slower, never over the limit;
-* open decoders (a container and its codec threads) stay within ``decoder_cache_size``, least
+* open decoders (a single-threaded codec context fed the span's samples as packets) stay within ``decoder_cache_size``, least
   recently used closed first; a closed decoder reopens at the keyframe before the next frame
   it must produce (counted in ``decoder_opens``). A span has at most two open at once: the
   first sample asked of a newly resident episode is decoded from its own keyframe (a worker's
@@ -93,7 +93,7 @@ class DecodedCounters:
         decoded_frames: frames produced by a decoder, re-decodes included.
         redecoded_frames: of those, frames decoded again while their episode was resident.
         delivered_frames: distinct frames handed to samples while their episode was resident.
-        decoder_opens: decoders (containers) opened.
+        decoder_opens: decoders opened (codec contexts, or containers for other codecs).
         decoded_bytes: decoded RGB bytes held now.
         peak_decoded_bytes: the most decoded RGB bytes held at once.
     """
