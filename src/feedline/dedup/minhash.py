@@ -110,7 +110,7 @@ class _Powers:
     def upto(self, n: int) -> np.ndarray:
         if n <= _POW_CACHE:
             if len(self.values) < n:
-                size = min(max(n, 2 * len(self.values), _SUB_BATCH_BYTES + 1), _POW_CACHE)
+                size = min(max(n, 2 * len(self.values), 4096), _POW_CACHE)
                 values = np.full(size, self.base, dtype=np.uint64)
                 values[0] = 1
                 self.values = np.cumprod(values, dtype=np.uint64)  # wraps modulo 2**64

@@ -106,9 +106,12 @@ class _Stage:
     def report(self) -> dict[str, Any]:
         peak = max((r["peak_rss"] for r in self.results), default=0)
         grown = max((r["task_rss"] for r in self.results), default=0)
+        # RSS of a worker when a task starts: its smallest value is an idle worker with numpy and
+        # feedline loaded, the floor every worker pays whatever the task
+        idle = min((r.get("start_rss", 0) for r in self.results), default=0)
         return {"tasks": self.run + self.reused, "run": self.run, "reused": self.reused,
                 "seconds": round(self.seconds, 3), "cpu_s": round(sum(r["cpu_s"] for r in self.results), 3),
-                "peak_worker_rss": peak, "peak_task_rss": grown}
+                "peak_worker_rss": peak, "peak_task_rss": grown, "idle_worker_rss": idle}
 
 
 def _task_error(stage: str, exc: Exception) -> FeedlineError:

@@ -5,11 +5,13 @@ billion documents that is ~200 GB. Here no task holds the whole index, and every
 writes only files in the work dir (:mod:`feedline.dedup.workdir`), so any scheduler can run
 them, a killed run resumes task by task, and results equal the engine's document for document:
 
-1. **signatures** (one task per input shard): the engine's own shingling, MinHash and band keys
-   (:class:`~feedline.dedup.minhash.MinHasher`, :meth:`~feedline.dedup.lsh.LSHIndex.band_keys`,
+1. **signatures** (one task per input shard, streamed ``_SIGNATURE_BATCH`` documents at a
+   time so memory does not grow with the shard): the engine's own shingling, MinHash and band
+   keys (:class:`~feedline.dedup.minhash.MinHasher`, :meth:`~feedline.dedup.lsh.LSHIndex.band_keys`,
    same seed, so bit-identical), written as arrays ordered by partition: band keys of documents
-   with shingles, 128-bit exact keys, document ids, and what verification needs (raw shingle
-   hashes for ``verify="exact"``, 16-bit signature slices for ``"estimate"``).
+   with shingles, 128-bit exact keys, document ids, what verification needs (raw shingle
+   hashes for ``verify="exact"``, 16-bit signature slices for ``"estimate"``), and each
+   document serialised as the output shard writes it.
 2. **buckets** (one task per partition): a band key belongs to the partition of its
    ``(band, key range)`` cell, an exact key to the partition of its key range, so each key is in
    exactly one partition. A task reads its slice of every shard, sorts, and writes the groups of
@@ -24,14 +26,17 @@ them, a killed run resumes task by task, and results equal the engine's document
    when C is not similar to A; candidates are verified lazily, so only the pairs the engine
    checks are checked.
 4. **write** (one task per input shard): verdicts of the shard's documents, the kept documents
-   re-read from the input and written exactly as ``feedline dedup`` writes them, and the
-   shard's verdict lines; the driver joins those into ``verdicts.jsonl`` and ``dedup.json``.
+   copied from stage 1's serialised documents (the input is neither read nor parsed again, nor
+   downloaded twice) into a shard equal byte for byte to ``feedline dedup``'s, and the shard's
+   verdict lines; the driver joins those into ``verdicts.jsonl`` and ``dedup.json``.
 
 Documents are numbered globally in input order (shard offsets come from stage 1's markers).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import os
 import resource
@@ -50,10 +55,10 @@ from feedline.io import atomic_write
 from feedline.io.atomic import remove_stale_temps
 from feedline.io.jsonl import stream_jsonl
 
-from .engine import DEFAULT_CHUNK, DedupConfig, _bbit_similarity, _jaccard_sorted, _sorted_unique
+from .engine import DedupConfig, _bbit_similarity, _jaccard_sorted, _sorted_unique
 from .lsh import LSHIndex
 from .minhash import MinHasher, mix64
-from .workdir import WorkDir
+from .workdir import NpyRows, NpyWriter, WorkDir
 
 _BBIT_MASK = np.uint32(0xFFFF)
 KINDS = ("kept", "exact_dup", "near_dup")
@@ -198,12 +203,20 @@ def _rss(field: str = "VmHWM:") -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _trim_heap() -> None:
+    """Give the heap pages this task freed back to the OS (glibc keeps them otherwise), so a
+    long-lived worker's RSS falls back to its idle size between tasks."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: pages stay, nothing breaks
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def _usage(started: tuple[float, int]) -> dict[str, Any]:
     """CPU seconds of this task, its worker's peak RSS and the task's growth over the RSS it
     started with (what the task itself needed; for the benchmark and ``dedup.json``)."""
     peak = _rss()
+    _trim_heap()
     return {"cpu_s": round(time.process_time() - started[0], 4), "peak_rss": peak,
-            "task_rss": max(0, peak - started[1]), "pid": os.getpid()}
+            "task_rss": max(0, peak - started[1]), "start_rss": started[1], "pid": os.getpid()}
 
 
 def _documents(plan: Plan, shard: int) -> Iterator[tuple[int, dict[str, Any], str]]:
@@ -219,85 +232,164 @@ def _documents(plan: Plan, shard: int) -> Iterator[tuple[int, dict[str, Any], st
 
 
 # -- stage 1 ------------------------------------------------------------------------------------
+# Documents per step of stages 1 and 4: their memory is one step, not the shard (512 measured
+# ~5 MiB per task here, 1,024 ~9 MiB, at the same CPU within noise).
+_SIGNATURE_BATCH = 512
+_BAND_RUNS = (("band_key", np.uint64, ()), ("band_band", np.uint16, ()), ("band_doc", np.uint32, ()))
+_EXACT_RUNS = (("exact_key", np.uint64, (2,)), ("exact_doc", np.uint32, ()))
+
+
+class _Stage1Files:
+    """Stage 1's outputs written step by step. Per-document arrays are appended in document
+    order; band and exact entries go to *run* files, each step's entries ordered by partition,
+    and :meth:`finish` merges the runs into the partition-ordered arrays stage 2 reads (the
+    same files, byte for byte, as ordering the whole shard at once)."""
+
+    def __init__(self, work: WorkDir, base: str, config: DedupConfig) -> None:
+        self.work = work
+        self.base = base
+        self.exact_verify = config.verify == "exact"
+        outputs = [(f"{name}.run", dtype, shape) for name, dtype, shape in (*_BAND_RUNS, *_EXACT_RUNS)]
+        outputs += [("ids", np.uint8, ()), ("id_offsets", np.int64, ()),
+                    ("docs", np.uint8, ()), ("doc_offsets", np.int64, ())]
+        if self.exact_verify:
+            outputs += [("shingles", np.uint32, ()), ("shingle_offsets", np.int64, ())]
+        else:
+            outputs += [("bbit", np.uint16, (config.num_perm,))]
+        finals = [name for name, _dtype, _shape in (*_BAND_RUNS, *_EXACT_RUNS)]
+        for name in [o[0] for o in outputs] + finals + ["band_offsets", "exact_offsets"]:
+            remove_stale_temps(work.path(f"{base}/{name}.npy"))
+        self.writers: dict[str, NpyWriter] = {}
+        try:
+            for name, dtype, shape in outputs:
+                self.writers[name] = NpyWriter(work.path(f"{base}/{name}.npy"), dtype, shape)
+        except BaseException:
+            self.abort()
+            raise
+        self.writers["id_offsets"].append(np.zeros(1, np.int64))
+        self.writers["doc_offsets"].append(np.zeros(1, np.int64))
+        if self.exact_verify:
+            self.writers["shingle_offsets"].append(np.zeros(1, np.int64))
+        self.band_bounds: list[np.ndarray] = []  # per step: its runs' partition offsets
+        self.exact_bounds: list[np.ndarray] = []
+        self.id_bytes = 0
+        self.doc_bytes = 0
+        self.shingle_total = 0
+
+    def add_runs(self, kind: tuple[tuple[str, Any, tuple[int, ...]], ...], arrays: list[np.ndarray],
+                 part: np.ndarray, partitions: int, bounds: list[np.ndarray]) -> None:
+        order, offsets = _order_by(part, partitions)
+        for (name, _dtype, _shape), array in zip(kind, arrays, strict=True):
+            self.writers[f"{name}.run"].append(array[order])
+        bounds.append(offsets)
+
+    def add_ids(self, ids: list[bytes]) -> None:
+        lengths = np.fromiter(map(len, ids), np.int64, len(ids))
+        self.writers["ids"].append(np.frombuffer(b"".join(ids), dtype=np.uint8))
+        self.writers["id_offsets"].append(self.id_bytes + np.cumsum(lengths))
+        self.id_bytes += int(lengths.sum())
+
+    def add_docs(self, lines: list[bytes]) -> None:
+        """The documents as the output shard writes them, so stage 4 neither reads nor parses
+        the input again (for a URL, it is not downloaded twice)."""
+        lengths = np.fromiter(map(len, lines), np.int64, len(lines))
+        self.writers["docs"].append(np.frombuffer(b"".join(lines), dtype=np.uint8))
+        self.writers["doc_offsets"].append(self.doc_bytes + np.cumsum(lengths))
+        self.doc_bytes += int(lengths.sum())
+
+    def add_shingles(self, hashes: np.ndarray, counts: np.ndarray) -> None:
+        self.writers["shingles"].append(hashes)
+        self.writers["shingle_offsets"].append(self.shingle_total + np.cumsum(counts))
+        self.shingle_total += len(hashes)
+
+    def finish(self, partitions: int) -> None:
+        """Install every array; merge the runs into partition order, one slice at a time."""
+        for writer in self.writers.values():
+            writer.close()
+        for kind, bounds, offsets_name in ((_BAND_RUNS, self.band_bounds, "band_offsets"),
+                                           (_EXACT_RUNS, self.exact_bounds, "exact_offsets")):
+            starts = np.cumsum([0] + [int(b[-1]) for b in bounds[:-1]]) if bounds else np.zeros(0, np.int64)
+            for name, dtype, shape in kind:
+                run_path = self.work.path(f"{self.base}/{name}.run.npy")
+                rows = NpyRows(run_path)
+                out = NpyWriter(self.work.path(f"{self.base}/{name}.npy"), dtype, shape)
+                try:
+                    for p in range(partitions):
+                        for start, b in zip(starts.tolist(), bounds, strict=True):
+                            if b[p + 1] > b[p]:
+                                out.append(rows.rows(start + int(b[p]), start + int(b[p + 1])))
+                    out.close()
+                except BaseException:
+                    out.abort()
+                    raise
+                finally:
+                    rows.close()
+                run_path.unlink()
+            total = np.sum(bounds, axis=0) if bounds else np.zeros(partitions + 1, np.int64)
+            self.work.save(f"{self.base}/{offsets_name}.npy", np.asarray(total, dtype=np.int64))
+
+    def abort(self) -> None:
+        for writer in self.writers.values():
+            writer.abort()
+
+
 def signatures_task(plan: Plan, shard: int) -> dict[str, Any]:
-    """Stage 1 for one input shard (see the module docstring)."""
+    """Stage 1 for one input shard (see the module docstring), streamed in steps of
+    ``_SIGNATURE_BATCH`` documents so that memory does not grow with the shard."""
     started = _start_usage()
     work = plan.work()
     config = plan.config
     bands, rows = config.banding()
     hasher = MinHasher(config.num_perm, config.ngram, config.seed)
     lsh = LSHIndex(bands, rows, config.seed)
-    exact_verify = config.verify == "exact"
-    ids: list[bytes] = []
-    exact_keys: list[np.ndarray] = []
-    band_keys: list[np.ndarray] = []
-    band_docs: list[np.ndarray] = []
-    shingles: list[np.ndarray] = []
-    shingle_counts: list[np.ndarray] = []
-    bbits: list[np.ndarray] = []
+    base = f"sig/s{shard:05d}"
+    files = _Stage1Files(work, base, config)
     count = 0
+    indexed = 0
 
-    def flush(texts: list[str]) -> None:
-        nonlocal count
+    def flush(ids: list[bytes], texts: list[str], lines: list[bytes]) -> None:
+        nonlocal count, indexed
         if not texts:
             return
+        files.add_docs(lines)
         batch = hasher.shingle_batch(texts)
         signatures = hasher.signatures_from_shingles(batch)
         counts = batch.counts()
         nonempty = np.flatnonzero(counts > 0)
-        band_keys.append(lsh.band_keys(signatures[nonempty]))
-        band_docs.append((nonempty + count).astype(np.uint32))
-        exact_keys.append(batch.exact_keys)
-        if exact_verify:
-            shingles.append(batch.hashes)
-            shingle_counts.append(counts)
+        keys = lsh.band_keys(signatures[nonempty]).ravel()
+        flat_bands = np.tile(np.arange(bands, dtype=np.uint16), len(nonempty))
+        flat_docs = np.repeat((nonempty + count).astype(np.uint32), bands)
+        files.add_runs(_BAND_RUNS, [keys, flat_bands, flat_docs],
+                       band_partition(flat_bands, keys, plan.partitions), plan.partitions, files.band_bounds)
+        exact = batch.exact_keys
+        files.add_runs(_EXACT_RUNS, [exact, np.arange(count, count + len(texts), dtype=np.uint32)],
+                       exact_partition(exact[:, 0], plan.partitions), plan.partitions, files.exact_bounds)
+        files.add_ids(ids)
+        if files.exact_verify:
+            files.add_shingles(batch.hashes, counts)
         else:
-            bbits.append((signatures & _BBIT_MASK).astype(np.uint16))
+            files.writers["bbit"].append((signatures & _BBIT_MASK).astype(np.uint16))
         count += len(texts)
+        indexed += len(nonempty)
 
     name = plan.inputs[shard][1]
-    texts: list[str] = []
-    for number, doc, text in _documents(plan, shard):
-        ids.append(doc_id(doc, name, number).encode("utf-8"))
-        texts.append(text)
-        if len(texts) == DEFAULT_CHUNK:
-            flush(texts)
-            texts = []
-    flush(texts)
-
-    base = f"sig/s{shard:05d}"
-    keys = np.concatenate(band_keys) if band_keys else np.empty((0, bands), np.uint64)
-    docs = np.concatenate(band_docs) if band_docs else np.empty(0, np.uint32)
-    flat_keys = keys.ravel()
-    flat_bands = np.tile(np.arange(bands, dtype=np.uint16), len(docs))
-    flat_docs = np.repeat(docs, bands)
-    order, offsets = _order_by(band_partition(flat_bands, flat_keys, plan.partitions), plan.partitions)
-    work.save(f"{base}/band_key.npy", flat_keys[order])
-    work.save(f"{base}/band_band.npy", flat_bands[order])
-    work.save(f"{base}/band_doc.npy", flat_docs[order])
-    work.save(f"{base}/band_offsets.npy", offsets)
-    exact = np.concatenate(exact_keys) if exact_keys else np.empty((0, 2), np.uint64)
-    order, offsets = _order_by(exact_partition(exact[:, 0], plan.partitions), plan.partitions)
-    work.save(f"{base}/exact_key.npy", exact[order])
-    work.save(f"{base}/exact_doc.npy", order.astype(np.uint32))
-    work.save(f"{base}/exact_offsets.npy", offsets)
-    id_offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum([len(x) for x in ids], out=id_offsets[1:])
-    work.save(f"{base}/id_offsets.npy", id_offsets)
-    work.save(f"{base}/ids.npy", np.frombuffer(b"".join(ids), dtype=np.uint8))
-    if exact_verify:
-        so = np.zeros(count + 1, dtype=np.int64)
-        if shingle_counts:
-            np.cumsum(np.concatenate(shingle_counts), out=so[1:])
-        flat = np.concatenate(shingles) if shingles else np.empty(0, np.uint32)
-        work.save(f"{base}/shingles.npy", flat)
-        work.save(f"{base}/shingle_offsets.npy", so)
-    else:
-        work.save(
-            f"{base}/bbit.npy",
-            np.concatenate(bbits) if bbits else np.empty((0, config.num_perm), np.uint16),
-        )
-    info = {"documents": count, "indexed": len(docs), "band_entries": len(flat_keys)}
+    try:
+        ids: list[bytes] = []
+        texts: list[str] = []
+        lines: list[bytes] = []
+        for number, doc, text in _documents(plan, shard):
+            ids.append(doc_id(doc, name, number).encode("utf-8"))
+            texts.append(text)
+            lines.append(orjson.dumps(doc) + b"\n")
+            if len(texts) == _SIGNATURE_BATCH:
+                flush(ids, texts, lines)
+                ids, texts, lines = [], [], []
+        flush(ids, texts, lines)
+    except BaseException:
+        files.abort()
+        raise
+    files.finish(plan.partitions)
+    info = {"documents": count, "indexed": indexed, "band_entries": indexed * bands}
     return {**work.mark(base, info), **_usage(started)}
 
 
@@ -577,37 +669,59 @@ def _ids_of(work: WorkDir, docs: np.ndarray, counts: list[int]) -> dict[int, str
 
 
 def write_task(plan: Plan, shard: int, counts: list[int]) -> dict[str, Any]:
-    """Stage 4 for one input shard: its kept documents and verdict lines."""
+    """Stage 4 for one input shard: its kept documents and verdict lines, from stage 1's copy
+    of the documents, ``_SIGNATURE_BATCH`` at a time (zstd's output does not depend on how
+    its input is cut, so the shard equals the engine's byte for byte)."""
     started = _start_usage()
     work = plan.work()
-    source, name = plan.inputs[shard]
+    _source, name = plan.inputs[shard]
     lo = int(shard_offsets(counts)[shard])
     n = counts[shard]
     kind, target = _verdict_rows(work, plan.partitions, lo, lo + n)
     ids = _ids_of(work, np.unique(target[kind > 0]), counts)
     totals = dict.fromkeys(("documents", *KINDS), 0)
-    lines: list[bytes] = []
+    for k, c in zip(KINDS, np.bincount(kind, minlength=3).tolist(), strict=True):
+        totals[k] = c
+    totals["documents"] = n
+    base = f"sig/s{shard:05d}"
+    doc_offsets = work.load(f"{base}/doc_offsets.npy")
+    id_offsets = work.load(f"{base}/id_offsets.npy")
+    docs = NpyRows(work.path(f"{base}/docs.npy"))
+    id_blob = NpyRows(work.path(f"{base}/ids.npy"))
     out = Path(plan.out_dir) / name
+    lines_path = work.path(f"write/s{shard:05d}.jsonl")
     remove_stale_temps(out)
+    remove_stale_temps(lines_path)
     cctx = zstandard.ZstdCompressor(level=3)
-    with atomic_write(out, "wb") as raw_out:
-        writer = cctx.stream_writer(raw_out, closefd=False)
-        for number, doc, _text in _documents(plan, shard):
-            if number >= n:
-                raise DedupError(f"{source}: changed while deduplicating (more than {n} documents now)")
-            k = int(kind[number])
-            if k == 0:
-                writer.write(orjson.dumps(doc) + b"\n")
-                verdict = "kept"
-            else:
-                verdict = f"{KINDS[k]}_of:{ids[int(target[number])]}"
-            totals[KINDS[k]] += 1
-            totals["documents"] += 1
-            lines.append(orjson.dumps({"id": doc_id(doc, name, number), "shard": name, "verdict": verdict}) + b"\n")
-        if totals["documents"] != n:
-            raise DedupError(f"{source}: changed while deduplicating ({totals['documents']} documents now, {n} before)")
-        writer.close()  # ends the zstd frame; raw_out stays open
-    work.save_bytes(f"write/s{shard:05d}.jsonl", b"".join(lines))
+    try:
+        with atomic_write(out, "wb") as raw_out, atomic_write(lines_path, "wb") as verdict_out:
+            writer = cctx.stream_writer(raw_out, closefd=False)
+            for a in range(0, n, _SIGNATURE_BATCH):
+                b = min(a + _SIGNATURE_BATCH, n)
+                d_lo = int(doc_offsets[a])
+                data = docs.raw(d_lo, int(doc_offsets[b]))
+                d_off = (np.asarray(doc_offsets[a : b + 1]) - d_lo).tolist()
+                i_lo = int(id_offsets[a])
+                id_data = id_blob.raw(i_lo, int(id_offsets[b]))
+                i_off = (np.asarray(id_offsets[a : b + 1]) - i_lo).tolist()
+                kinds = kind[a:b].tolist()
+                targets = target[a:b].tolist()
+                kept: list[bytes] = []
+                lines: list[bytes] = []
+                for j, k in enumerate(kinds):
+                    if k == 0:
+                        kept.append(data[d_off[j] : d_off[j + 1]])
+                        verdict = "kept"
+                    else:
+                        verdict = f"{KINDS[k]}_of:{ids[targets[j]]}"
+                    doc = id_data[i_off[j] : i_off[j + 1]].decode("utf-8")
+                    lines.append(orjson.dumps({"id": doc, "shard": name, "verdict": verdict}) + b"\n")
+                writer.write(b"".join(kept))
+                verdict_out.write(b"".join(lines))
+            writer.close()  # ends the zstd frame; raw_out stays open
+    finally:
+        docs.close()
+        id_blob.close()
     return {**work.mark(f"write/s{shard:05d}", totals), **_usage(started)}
 
 

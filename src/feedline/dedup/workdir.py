@@ -8,14 +8,18 @@ parameters (dedup settings, partitions, every input's name, size and ETag/mtime)
 marker exists only when every file it vouches for is complete.
 
 Arrays are plain ``.npy`` files (fixed-width numpy, memory-mapped by readers), never pickles.
+:class:`NpyWriter` writes one in pieces, so a task streaming over a large shard holds one batch,
+not the shard; :class:`NpyRows` reads row ranges back without mapping the whole file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import orjson
@@ -123,3 +127,76 @@ class WorkDir:
         with atomic_write(self.marker_path(task), "wb") as f:
             f.write(orjson.dumps(marker))
         return marker
+
+
+def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+    )
+    return buf.getvalue()
+
+
+class NpyWriter:
+    """A ``.npy`` file appended to batch by batch and installed atomically by :meth:`close`.
+
+    The header is written first for zero rows and rewritten in place at the end: numpy pads a
+    header so that the first axis can grow to 21 digits without changing its length."""
+
+    def __init__(self, path: Path, dtype: Any, row_shape: tuple[int, ...] = ()) -> None:
+        self.dtype = np.dtype(dtype)
+        self.row_shape = row_shape
+        self.rows = 0
+        self._header_len = len(_npy_header(self.dtype, (0, *row_shape)))
+        self._cm: AbstractContextManager[IO[bytes]] = atomic_write(path, "wb")
+        self._f = self._cm.__enter__()
+        self._f.write(_npy_header(self.dtype, (0, *row_shape)))
+
+    def append(self, array: np.ndarray) -> None:
+        data = np.ascontiguousarray(array, dtype=self.dtype)
+        if data.shape[1:] != self.row_shape:
+            raise ValueError(f"rows of shape {data.shape[1:]}, expected {self.row_shape}")
+        self._f.write(data.tobytes())
+        self.rows += len(data)
+
+    def close(self) -> None:
+        """Fix the header's row count and install the file."""
+        header = _npy_header(self.dtype, (self.rows, *self.row_shape))
+        if len(header) != self._header_len:  # numpy's growth padding makes this impossible
+            raise DedupError(f"{self.rows} rows do not fit the .npy header written first")
+        self._f.seek(0)
+        self._f.write(header)
+        self._cm.__exit__(None, None, None)
+
+    def abort(self) -> None:
+        """Drop the temporary file; the target is left as it was."""
+        self._cm.__exit__(DedupError, DedupError("aborted"), None)
+
+
+class NpyRows:
+    """Row ranges of a 1-D or 2-D ``.npy`` file read with ``pread``: memory is the rows asked
+    for, not the file pages a memory map would keep resident."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(f)
+            self._data = f.tell()
+        if fortran:
+            raise DedupError(f"{path}: Fortran-ordered arrays are not written here")
+        self.shape: tuple[int, ...] = shape
+        self.dtype = np.dtype(dtype)
+        self._row_items = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
+
+    def raw(self, start: int, stop: int) -> bytes:
+        """Rows ``start .. stop - 1`` as the file's bytes (no copy into an array)."""
+        size = self.dtype.itemsize * self._row_items
+        return os.pread(self._fd, (stop - start) * size, self._data + start * size)
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        return np.frombuffer(self.raw(start, stop), dtype=self.dtype).reshape(stop - start, *self.shape[1:])
+
+    def close(self) -> None:
+        os.close(self._fd)
