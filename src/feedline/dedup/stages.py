@@ -9,9 +9,8 @@ them, a killed run resumes task by task, and results equal the engine's document
    time so memory does not grow with the shard): the engine's own shingling, MinHash and band
    keys (:class:`~feedline.dedup.minhash.MinHasher`, :meth:`~feedline.dedup.lsh.LSHIndex.band_keys`,
    same seed, so bit-identical), written as arrays ordered by partition: band keys of documents
-   with shingles, 128-bit exact keys, document ids, what verification needs (raw shingle
-   hashes for ``verify="exact"``, 16-bit signature slices for ``"estimate"``), and each
-   document serialised as the output shard writes it.
+   with shingles, 128-bit exact keys, document ids, and what verification needs (raw shingle
+   hashes for ``verify="exact"``, 16-bit signature slices for ``"estimate"``).
 2. **buckets** (one task per partition): a band key belongs to the partition of its
    ``(band, key range)`` cell, an exact key to the partition of its key range, so each key is in
    exactly one partition. A task reads its slice of every shard, sorts, and writes the groups of
@@ -26,9 +25,10 @@ them, a killed run resumes task by task, and results equal the engine's document
    when C is not similar to A; candidates are verified lazily, so only the pairs the engine
    checks are checked.
 4. **write** (one task per input shard): verdicts of the shard's documents, the kept documents
-   copied from stage 1's serialised documents (the input is neither read nor parsed again, nor
-   downloaded twice) into a shard equal byte for byte to ``feedline dedup``'s, and the shard's
-   verdict lines; the driver joins those into ``verdicts.jsonl`` and ``dedup.json``.
+   re-read from the input and written exactly as ``feedline dedup`` writes them, and the
+   shard's verdict lines, both streamed; the driver joins those into ``verdicts.jsonl`` and
+   ``dedup.json``. (Keeping a serialised copy of every document from stage 1 instead measured
+   no cheaper on local shards and more than doubled the work dir, so the input is read twice.)
 
 Documents are numbered globally in input order (shard offsets come from stage 1's markers).
 """
@@ -250,8 +250,7 @@ class _Stage1Files:
         self.base = base
         self.exact_verify = config.verify == "exact"
         outputs = [(f"{name}.run", dtype, shape) for name, dtype, shape in (*_BAND_RUNS, *_EXACT_RUNS)]
-        outputs += [("ids", np.uint8, ()), ("id_offsets", np.int64, ()),
-                    ("docs", np.uint8, ()), ("doc_offsets", np.int64, ())]
+        outputs += [("ids", np.uint8, ()), ("id_offsets", np.int64, ())]
         if self.exact_verify:
             outputs += [("shingles", np.uint32, ()), ("shingle_offsets", np.int64, ())]
         else:
@@ -262,18 +261,18 @@ class _Stage1Files:
         self.writers: dict[str, NpyWriter] = {}
         try:
             for name, dtype, shape in outputs:
-                self.writers[name] = NpyWriter(work.path(f"{base}/{name}.npy"), dtype, shape)
+                # runs live until finish() merges them: no fsync for files deleted seconds later
+                self.writers[name] = NpyWriter(work.path(f"{base}/{name}.npy"), dtype, shape,
+                                               durable=not name.endswith(".run"))
         except BaseException:
             self.abort()
             raise
         self.writers["id_offsets"].append(np.zeros(1, np.int64))
-        self.writers["doc_offsets"].append(np.zeros(1, np.int64))
         if self.exact_verify:
             self.writers["shingle_offsets"].append(np.zeros(1, np.int64))
         self.band_bounds: list[np.ndarray] = []  # per step: its runs' partition offsets
         self.exact_bounds: list[np.ndarray] = []
         self.id_bytes = 0
-        self.doc_bytes = 0
         self.shingle_total = 0
 
     def add_runs(self, kind: tuple[tuple[str, Any, tuple[int, ...]], ...], arrays: list[np.ndarray],
@@ -288,14 +287,6 @@ class _Stage1Files:
         self.writers["ids"].append(np.frombuffer(b"".join(ids), dtype=np.uint8))
         self.writers["id_offsets"].append(self.id_bytes + np.cumsum(lengths))
         self.id_bytes += int(lengths.sum())
-
-    def add_docs(self, lines: list[bytes]) -> None:
-        """The documents as the output shard writes them, so stage 4 neither reads nor parses
-        the input again (for a URL, it is not downloaded twice)."""
-        lengths = np.fromiter(map(len, lines), np.int64, len(lines))
-        self.writers["docs"].append(np.frombuffer(b"".join(lines), dtype=np.uint8))
-        self.writers["doc_offsets"].append(self.doc_bytes + np.cumsum(lengths))
-        self.doc_bytes += int(lengths.sum())
 
     def add_shingles(self, hashes: np.ndarray, counts: np.ndarray) -> None:
         self.writers["shingles"].append(hashes)
@@ -347,11 +338,10 @@ def signatures_task(plan: Plan, shard: int) -> dict[str, Any]:
     count = 0
     indexed = 0
 
-    def flush(ids: list[bytes], texts: list[str], lines: list[bytes]) -> None:
+    def flush(ids: list[bytes], texts: list[str]) -> None:
         nonlocal count, indexed
         if not texts:
             return
-        files.add_docs(lines)
         batch = hasher.shingle_batch(texts)
         signatures = hasher.signatures_from_shingles(batch)
         counts = batch.counts()
@@ -376,15 +366,13 @@ def signatures_task(plan: Plan, shard: int) -> dict[str, Any]:
     try:
         ids: list[bytes] = []
         texts: list[str] = []
-        lines: list[bytes] = []
         for number, doc, text in _documents(plan, shard):
             ids.append(doc_id(doc, name, number).encode("utf-8"))
             texts.append(text)
-            lines.append(orjson.dumps(doc) + b"\n")
             if len(texts) == _SIGNATURE_BATCH:
-                flush(ids, texts, lines)
-                ids, texts, lines = [], [], []
-        flush(ids, texts, lines)
+                flush(ids, texts)
+                ids, texts = [], []
+        flush(ids, texts)
     except BaseException:
         files.abort()
         raise
@@ -669,59 +657,48 @@ def _ids_of(work: WorkDir, docs: np.ndarray, counts: list[int]) -> dict[int, str
 
 
 def write_task(plan: Plan, shard: int, counts: list[int]) -> dict[str, Any]:
-    """Stage 4 for one input shard: its kept documents and verdict lines, from stage 1's copy
-    of the documents, ``_SIGNATURE_BATCH`` at a time (zstd's output does not depend on how
-    its input is cut, so the shard equals the engine's byte for byte)."""
+    """Stage 4 for one input shard: its kept documents and verdict lines, streamed
+    ``_SIGNATURE_BATCH`` documents at a time (zstd's output does not depend on how its input is
+    cut, so the shard equals the engine's byte for byte)."""
     started = _start_usage()
     work = plan.work()
-    _source, name = plan.inputs[shard]
+    source, name = plan.inputs[shard]
     lo = int(shard_offsets(counts)[shard])
     n = counts[shard]
     kind, target = _verdict_rows(work, plan.partitions, lo, lo + n)
     ids = _ids_of(work, np.unique(target[kind > 0]), counts)
-    totals = dict.fromkeys(("documents", *KINDS), 0)
-    for k, c in zip(KINDS, np.bincount(kind, minlength=3).tolist(), strict=True):
-        totals[k] = c
-    totals["documents"] = n
-    base = f"sig/s{shard:05d}"
-    doc_offsets = work.load(f"{base}/doc_offsets.npy")
-    id_offsets = work.load(f"{base}/id_offsets.npy")
-    docs = NpyRows(work.path(f"{base}/docs.npy"))
-    id_blob = NpyRows(work.path(f"{base}/ids.npy"))
+    kinds, targets = kind.tolist(), target.tolist()
     out = Path(plan.out_dir) / name
     lines_path = work.path(f"write/s{shard:05d}.jsonl")
     remove_stale_temps(out)
     remove_stale_temps(lines_path)
     cctx = zstandard.ZstdCompressor(level=3)
-    try:
-        with atomic_write(out, "wb") as raw_out, atomic_write(lines_path, "wb") as verdict_out:
-            writer = cctx.stream_writer(raw_out, closefd=False)
-            for a in range(0, n, _SIGNATURE_BATCH):
-                b = min(a + _SIGNATURE_BATCH, n)
-                d_lo = int(doc_offsets[a])
-                data = docs.raw(d_lo, int(doc_offsets[b]))
-                d_off = (np.asarray(doc_offsets[a : b + 1]) - d_lo).tolist()
-                i_lo = int(id_offsets[a])
-                id_data = id_blob.raw(i_lo, int(id_offsets[b]))
-                i_off = (np.asarray(id_offsets[a : b + 1]) - i_lo).tolist()
-                kinds = kind[a:b].tolist()
-                targets = target[a:b].tolist()
-                kept: list[bytes] = []
-                lines: list[bytes] = []
-                for j, k in enumerate(kinds):
-                    if k == 0:
-                        kept.append(data[d_off[j] : d_off[j + 1]])
-                        verdict = "kept"
-                    else:
-                        verdict = f"{KINDS[k]}_of:{ids[targets[j]]}"
-                    doc = id_data[i_off[j] : i_off[j + 1]].decode("utf-8")
-                    lines.append(orjson.dumps({"id": doc, "shard": name, "verdict": verdict}) + b"\n")
+    seen = 0
+    with atomic_write(out, "wb") as raw_out, atomic_write(lines_path, "wb") as verdict_out:
+        writer = cctx.stream_writer(raw_out, closefd=False)
+        kept: list[bytes] = []
+        lines: list[bytes] = []
+        for number, doc, _text in _documents(plan, shard):
+            if number >= n:
+                raise DedupError(f"{source}: changed while deduplicating (more than {n} documents now)")
+            k = kinds[number]
+            if k == 0:
+                kept.append(orjson.dumps(doc) + b"\n")
+                verdict = "kept"
+            else:
+                verdict = f"{KINDS[k]}_of:{ids[targets[number]]}"
+            lines.append(orjson.dumps({"id": doc_id(doc, name, number), "shard": name, "verdict": verdict}) + b"\n")
+            if len(lines) == _SIGNATURE_BATCH:
                 writer.write(b"".join(kept))
                 verdict_out.write(b"".join(lines))
-            writer.close()  # ends the zstd frame; raw_out stays open
-    finally:
-        docs.close()
-        id_blob.close()
+                kept, lines = [], []
+            seen = number + 1
+        writer.write(b"".join(kept))
+        verdict_out.write(b"".join(lines))
+        if seen != n:
+            raise DedupError(f"{source}: changed while deduplicating ({seen} documents now, {n} before)")
+        writer.close()  # ends the zstd frame; raw_out stays open
+    totals = {"documents": n, **dict(zip(KINDS, np.bincount(kind, minlength=3).tolist(), strict=True))}
     return {**work.mark(f"write/s{shard:05d}", totals), **_usage(started)}
 
 

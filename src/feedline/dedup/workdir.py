@@ -143,12 +143,12 @@ class NpyWriter:
     The header is written first for zero rows and rewritten in place at the end: numpy pads a
     header so that the first axis can grow to 21 digits without changing its length."""
 
-    def __init__(self, path: Path, dtype: Any, row_shape: tuple[int, ...] = ()) -> None:
+    def __init__(self, path: Path, dtype: Any, row_shape: tuple[int, ...] = (), *, durable: bool = True) -> None:
         self.dtype = np.dtype(dtype)
         self.row_shape = row_shape
         self.rows = 0
         self._header_len = len(_npy_header(self.dtype, (0, *row_shape)))
-        self._cm: AbstractContextManager[IO[bytes]] = atomic_write(path, "wb")
+        self._cm: AbstractContextManager[IO[bytes]] = atomic_write(path, "wb", durable=durable)
         self._f = self._cm.__enter__()
         self._f.write(_npy_header(self.dtype, (0, *row_shape)))
 
@@ -156,7 +156,7 @@ class NpyWriter:
         data = np.ascontiguousarray(array, dtype=self.dtype)
         if data.shape[1:] != self.row_shape:
             raise ValueError(f"rows of shape {data.shape[1:]}, expected {self.row_shape}")
-        self._f.write(data.tobytes())
+        self._f.write(memoryview(data).cast("B"))  # the array's own buffer, no copy
         self.rows += len(data)
 
     def close(self) -> None:
