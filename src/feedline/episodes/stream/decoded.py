@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import bisect
 import io
-import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -41,6 +40,7 @@ import numpy as np
 
 from feedline.episodes.errors import Mp4Error, SidecarError
 from feedline.episodes.video.codec import open_codec_context, span_packets
+from feedline.episodes.video.fork import park_in_forked_child
 from feedline.episodes.video.frames import rgb_array
 from feedline.episodes.video.minimp4 import MiniMp4, frame_span, plan_span
 from feedline.episodes.video.mp4.table import SampleTable
@@ -54,22 +54,17 @@ __all__ = ["DEFAULT_DECODED_CACHE_GB", "MAX_CURSORS_PER_SLOT", "CameraFrames", "
 DEFAULT_DECODED_CACHE_GB = 4.0
 
 
-# An open decoder owns codec threads (libdav1d's among them). A forked child (a DataLoader
-# worker) inherits the object but not the threads, and closing it there waits for them forever:
-# that happens when the child's garbage collector finalizes a pipeline the parent had dropped
-# but not yet collected. The child therefore parks every inherited decoder, never closing it.
+# An open decoder owns codec threads: a forked worker parks the ones it inherited (video.fork).
 _LIVE_DECODERS: weakref.WeakSet[_Decoder] = weakref.WeakSet()
-_INHERITED_FROM_PARENT: list[object] = []
 
 
-def _park_inherited_decoders() -> None:
-    for decoder in list(_LIVE_DECODERS):
-        _INHERITED_FROM_PARENT.append((decoder.container, decoder.context, decoder._frames))
-        decoder.container = decoder.context = decoder._frames = None
+def _detach(decoder: _Decoder) -> object:
+    held = (decoder.container, decoder.context, decoder._frames)
+    decoder.container = decoder.context = decoder._frames = None  # a closed decoder from now on
+    return held
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_park_inherited_decoders)
+park_in_forked_child(_LIVE_DECODERS, _detach)
 
 
 def cut_mini(table: SampleTable, mini: MiniMp4, first: int, last: int) -> MiniMp4:

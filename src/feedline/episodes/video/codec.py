@@ -16,7 +16,6 @@ which names the file and the missing frames if it fails too.
 
 from __future__ import annotations
 
-import os
 import struct
 import threading
 import weakref
@@ -26,6 +25,7 @@ from typing import Any
 import av
 import numpy as np
 
+from feedline.episodes.video.fork import park_in_forked_child
 from feedline.episodes.video.minimp4 import MiniMp4, decode_span
 from feedline.episodes.video.mp4.table import SampleTable, TrackInfo
 
@@ -37,21 +37,17 @@ __all__ = ["SpanDecoder", "codec_config", "open_codec_context", "span_packets"]
 _DECODERS = {b"av1C": ("libdav1d", "libaom-av1"), b"avcC": ("h264",), b"hvcC": ("hevc",)}
 _VISUAL_SAMPLE_ENTRY = 8 + 78  # box header + VisualSampleEntry fields before the child boxes
 
-# Like every open decoder, a codec context owns threads a forked DataLoader worker does not
-# inherit; closing one there can wait forever. A child parks what it inherited, never closing it.
+# A codec context owns codec threads: a forked worker parks the ones it inherited (video.fork).
 _LIVE: weakref.WeakSet[SpanDecoder] = weakref.WeakSet()
-_INHERITED_FROM_PARENT: list[object] = []
 
 
-def _park_inherited() -> None:
-    for decoder in list(_LIVE):
-        _INHERITED_FROM_PARENT.append(decoder._context)
-        decoder._context = None
-        decoder._lock = threading.Lock()
+def _detach(decoder: SpanDecoder) -> object:
+    context, decoder._context = decoder._context, None  # later spans go through a container
+    decoder._lock = threading.Lock()
+    return context
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_park_inherited)
+park_in_forked_child(_LIVE, _detach)
 
 
 def codec_config(info: TrackInfo) -> tuple[tuple[str, ...], bytes] | None:

@@ -30,6 +30,7 @@ from av.video.reformatter import VideoReformatter
 
 from feedline.episodes.errors import SidecarError
 from feedline.episodes.video.codec import SpanDecoder
+from feedline.episodes.video.fork import park_in_forked_child, parked
 from feedline.episodes.video.index import IndexProvider
 from feedline.episodes.video.minimp4 import (
     SPAN_MODES,
@@ -70,22 +71,25 @@ def rgb_array(frame: av.VideoFrame) -> np.ndarray:
 # under the fork context). A child therefore never frees what it inherited: it parks the
 # inherited caches here and starts with empty ones.
 _LIVE_READERS: weakref.WeakSet[VideoFrameReader] = weakref.WeakSet()
-_INHERITED_FROM_PARENT: list[object] = []
 
 
-def _park_inherited_frames() -> None:
+def _fresh_converters() -> None:
     global _CONVERTERS
-    _INHERITED_FROM_PARENT.append(_CONVERTERS)
+    parked(_CONVERTERS)
     _CONVERTERS = threading.local()
-    for reader in list(_LIVE_READERS):
-        _INHERITED_FROM_PARENT.append((reader._decoded, reader._decoders))
-        reader._decoded = OrderedDict()
-        reader._decoders = OrderedDict()
-        reader._lock = threading.RLock()
+
+
+def _detach(reader: VideoFrameReader) -> object:
+    held = (reader._decoded, reader._decoders)
+    reader._decoded = OrderedDict()
+    reader._decoders = OrderedDict()
+    reader._lock = threading.RLock()
+    return held
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_park_inherited_frames)
+    os.register_at_fork(after_in_child=_fresh_converters)
+park_in_forked_child(_LIVE_READERS, _detach)
 
 
 class VideoFrameReader:

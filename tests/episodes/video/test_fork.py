@@ -1,0 +1,61 @@
+"""Forked workers park the decoders their parent opened (feedline.episodes.video.fork).
+
+Real decoders with live codec state in the parent, a real ``fork`` child that drops them and
+collects garbage; a hang there is the failure this guards against.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from feedline.episodes.stream.decoded import _Decoder
+from feedline.episodes.video.codec import SpanDecoder
+from feedline.episodes.video.frames import VideoFrameReader, rgb_array
+from feedline.episodes.video.minimp4 import decode_span, fetch_span, frame_span, plan_span
+from feedline.io import open_store
+
+NAME = "videos/av1_multi.mp4"
+
+
+def _in_child(span: SpanDecoder, forward: _Decoder, mini, expected: np.ndarray) -> None:
+    # What the parent opened is detached here: a closed forward decoder, a span decoder that
+    # goes through a container. Using and dropping them must neither hang nor differ.
+    if forward.context is not None or forward.container is not None or span._context is not None:
+        raise SystemExit(3)
+    frames = span.decode(mini)
+    if not np.array_equal(rgb_array(frames[min(frames)]), expected):
+        raise SystemExit(4)
+    forward.close()
+    span.close()
+    del span, forward, frames
+    gc.collect()
+
+
+def test_a_forked_child_parks_inherited_decoders(root: Path) -> None:
+    store = open_store(str(root))
+    table = VideoFrameReader(store).table(NAME)
+    mini = fetch_span(store, NAME, table, plan_span(table, *frame_span(table, 0)))
+    span = SpanDecoder(table, NAME)
+    span.decode(mini)  # a codec context with decoded state
+    whole = fetch_span(store, NAME, table, plan_span(table, 0, len(table) - 1))
+    forward = _Decoder(whole, NAME, table)
+    forward.next_frame()  # a decoder mid-span, frames buffered inside the codec
+    expected = rgb_array(decode_span(mini, NAME)[min(mini.plan.pts_ticks.tolist())])
+    child = multiprocessing.get_context("fork").Process(
+        target=_in_child, args=(span, forward, mini, expected)
+    )
+    child.start()
+    child.join(timeout=60)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        pytest.fail("a forked child hung on decoders inherited from its parent")
+    assert child.exitcode == 0
+    # the parent's own decoders are untouched
+    assert span._context is not None and forward.context is not None
+    assert forward.next_frame()[0] > min(whole.plan.pts_ticks.tolist())
