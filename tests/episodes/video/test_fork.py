@@ -18,6 +18,7 @@ from feedline.episodes.video.codec import SpanDecoder
 from feedline.episodes.video.frames import VideoFrameReader, rgb_array
 from feedline.episodes.video.minimp4 import decode_span, fetch_span, frame_span, plan_span
 from feedline.io import open_store
+from tests.episodes.oracle import decode_all
 
 NAME = "videos/av1_multi.mp4"
 
@@ -36,6 +37,35 @@ def _in_child(span: SpanDecoder, forward: _Decoder, mini, expected: np.ndarray) 
     gc.collect()
 
 
+def _run_forked(target, *args) -> int:
+    """Exit code of ``target(*args)`` in a fork-context child (what a DataLoader worker is)."""
+    child = multiprocessing.get_context("fork").Process(target=target, args=args)
+    child.start()
+    child.join(timeout=60)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        pytest.fail("a forked child hung on decoders or frames inherited from its parent")
+    return child.exitcode
+
+
+def _drop_and_decode_in_child(reader: VideoFrameReader, name: str, t: float, img: np.ndarray) -> None:
+    got = reader.frames_at(name, [t])[0]
+    reader.clear_cache()
+    del reader  # frees everything the child owns; must not touch the parent's decoded frames
+    if not np.array_equal(got, img):
+        raise SystemExit(3)
+
+
+def test_a_forked_reader_does_not_hang_on_inherited_frames(root: Path) -> None:
+    """A map-style reader's decoded-span cache holds libdav1d frames; a child must not free them."""
+    truth = decode_all(root / NAME)
+    reader = VideoFrameReader(open_store(str(root)), video_paths=[NAME])
+    reader.frames_at(NAME, [t for t, _ in truth[:6]])  # fills the decoded-span cache
+    t, img = truth[9]
+    assert _run_forked(_drop_and_decode_in_child, reader, NAME, t, img) == 0
+
+
 def test_a_forked_child_parks_inherited_decoders(root: Path) -> None:
     store = open_store(str(root))
     table = VideoFrameReader(store).table(NAME)
@@ -46,16 +76,7 @@ def test_a_forked_child_parks_inherited_decoders(root: Path) -> None:
     forward = _Decoder(whole, NAME, table)
     forward.next_frame()  # a decoder mid-span, frames buffered inside the codec
     expected = rgb_array(decode_span(mini, NAME)[min(mini.plan.pts_ticks.tolist())])
-    child = multiprocessing.get_context("fork").Process(
-        target=_in_child, args=(span, forward, mini, expected)
-    )
-    child.start()
-    child.join(timeout=60)
-    if child.is_alive():
-        child.kill()
-        child.join()
-        pytest.fail("a forked child hung on decoders inherited from its parent")
-    assert child.exitcode == 0
+    assert _run_forked(_in_child, span, forward, mini, expected) == 0
     # the parent's own decoders are untouched
     assert span._context is not None and forward.context is not None
     assert forward.next_frame()[0] > min(whole.plan.pts_ticks.tolist())

@@ -119,36 +119,6 @@ def test_reader_pickles_for_dataloader_workers(
     assert np.array_equal(clone.frames_at("videos/av1_multi.mp4", [t])[0], img)
 
 
-def _drop_and_decode_in_child(reader: VideoFrameReader, name: str, t: float, img: np.ndarray) -> None:
-    got = reader.frames_at(name, [t])[0]
-    reader.clear_cache()
-    del reader  # frees everything the child owns; must not touch the parent's decoded frames
-    if not np.array_equal(got, img):
-        raise SystemExit(3)
-
-
-def test_forked_worker_does_not_hang_on_inherited_frames(
-    corpus: tuple[Path, dict[str, Path]], truth: dict[str, list[tuple[float, np.ndarray]]]
-) -> None:
-    """A fork-context DataLoader worker inherits decoded libdav1d frames; freeing them would hang."""
-    import multiprocessing
-
-    name = "videos/av1_multi.mp4"
-    reader = VideoFrameReader(open_store(str(corpus[0])), video_paths=[name])
-    reader.frames_at(name, [t for t, _ in truth[name][:6]])  # fills the decoded-span cache
-    t, img = truth[name][9]
-    child = multiprocessing.get_context("fork").Process(
-        target=_drop_and_decode_in_child, args=(reader, name, t, img)
-    )
-    child.start()
-    child.join(timeout=60)
-    if child.is_alive():
-        child.kill()
-        child.join()
-        pytest.fail("forked child hung while freeing inherited decoded frames")
-    assert child.exitcode == 0
-
-
 def test_minimal_spans_decode_every_frame_with_fewer_bytes(
     corpus: tuple[Path, dict[str, Path]], truth: dict[str, list[tuple[float, np.ndarray]]]
 ) -> None:
