@@ -1,7 +1,7 @@
 """Near-duplicate dedup: feedline vs datasketch (MinHash + MinHashLSH) vs rensa, same corpus.
 
     .venv/bin/python bench/minhash.py [--docs 50000] [--repeat 3] [--threshold 0.8]
-    .venv/bin/python bench/minhash.py --impl feedline --src old=/tmp/old/src --repeat 5
+    .venv/bin/python bench/minhash.py --impl feedline --src old=../old/src --repeat 5
 
 ``--src LABEL=DIR`` adds ``feedline[LABEL]``: the engine imported from DIR (e.g. ``git archive``
 of an older commit's ``src``), to compare two versions side by side in one run. Repeats go
