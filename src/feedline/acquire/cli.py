@@ -181,7 +181,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--threshold", type=float, default=0.8, help="Jaccard threshold (default 0.8)"
     )
     group.add_argument(
-        "--num-perm", type=int, default=128, help="MinHash permutations (default 128)"
+        "--num-perm", type=int, default=128, help="MinHash signature slots (default 128)"
     )
     group.add_argument("--ngram", type=int, default=5, help="word n-gram shingle size (default 5)")
     group.add_argument("--bands", type=int, help="LSH bands (default: chosen from --threshold)")

@@ -78,7 +78,7 @@ def check_settings(values: Mapping[str, Any], names: Mapping[str, str] | None = 
         if bands * rows > num_perm:
             raise DedupError(
                 f"{name('bands')} {bands} x {name('rows')} {rows} must use at most "
-                f"{name('num_perm')} {num_perm} permutations"
+                f"{name('num_perm')} {num_perm} signature slots"
             )
     if values["verify"] not in ("exact", "estimate"):
         raise DedupError(f"{name('verify')} must be 'exact' or 'estimate', got {values['verify']!r}")

@@ -199,7 +199,7 @@ class LSHIndex:
         if num_perm < self.bands * self.rows:
             raise ValueError(
                 f"{self.bands}x{self.rows} bands need {self.bands * self.rows} "
-                f"permutations, the signatures have {num_perm}"
+                f"signature slots, the signatures have {num_perm}"
             )
         used = signatures[:, : self.bands * self.rows].reshape(n, self.bands, self.rows)
         keys = (used.astype(np.uint64) * self._row_mult).sum(axis=2, dtype=np.uint64)

@@ -1,7 +1,7 @@
 """``minhash_near_dup_v1``: exact and near-duplicate scores against the rest of the run's corpus.
 
 Uses feedline's MinHash/LSH engine (:class:`feedline.dedup.engine.Deduplicator`: word 5-gram
-shingles, 128 permutations, banding chosen for Jaccard 0.8, candidates confirmed by exact
+shingles, 128-slot one-permutation signatures, banding chosen for Jaccard 0.8, candidates confirmed by exact
 Jaccard). Duplicates are relative to the whole run, so this tagger has a corpus pass: before
 files are tagged, the processor streams every document of the run, in sorted file order and
 line order, through one deduplicator (first occurrence wins, as in ``feedline dedup``). The
