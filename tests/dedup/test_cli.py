@@ -163,3 +163,19 @@ def test_include_and_exclude_filter_what_a_glob_lists(tmp_path: Path) -> None:
     result = run_feedline("dedup", pattern, "--include", "c/*", "--out", str(empty))
     assert result.returncode != 0 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (empty / "dedup.json").exists()
+
+
+def test_shards_sharing_a_stem_keep_their_full_names(tmp_path: Path) -> None:
+    """``a/part-0.jsonl`` and ``a/part-0.jsonl.gz`` would both be ``a/part-0.jsonl.zst``; the second
+    would replace the first's kept documents, so both keep their full names instead."""
+    docs, paths = _write_shards(tmp_path / "in")
+    twin = paths[1].with_name("part-0.jsonl.gz")
+    paths[1].rename(twin)
+    out = tmp_path / "out"
+    result = run_feedline("dedup", str(paths[0]), str(twin), str(paths[2]), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    expected = dedup_texts([d["id"] for d in docs], [d["text"] for d in docs], DedupConfig())
+    kept = [d["id"] for d, v in zip(docs, expected, strict=True) if str(v) == "kept"]
+    names = ["a/part-0.jsonl.jsonl.zst", "a/part-0.jsonl.gz.jsonl.zst", "b/part-0.jsonl.zst"]
+    assert [d["id"] for name in names for d in _read_zst(out / name)] == kept
+    assert {orjson.loads(x)["shard"] for x in (out / "verdicts.jsonl").read_bytes().splitlines()} == set(names)

@@ -13,8 +13,8 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from feedline.io.errors import CorpusFormatError
-from feedline.io.jsonl import JsonlStream, stream_jsonl
+from feedline.io.errors import CorpusFormatError, IoError
+from feedline.io.jsonl import JsonlStream, jsonl_stem, kept_shard_names, stream_jsonl
 
 
 def make_docs(n: int, seed: int = 0) -> list[dict]:
@@ -155,3 +155,30 @@ def test_http_and_s3_sources(tmp_path, nginx_server, s3_server):
 def test_remote_missing_object(nginx_server):
     with pytest.raises(CorpusFormatError, match="404"):
         list(stream_jsonl(f"{nginx_server.url}/nothing-here.jsonl"))
+
+
+def test_kept_shard_names_drop_the_suffix_unless_two_shards_share_a_stem():
+    assert kept_shard_names(["c4-000.json.gz", "d/b.jsonl"]) == ["c4-000.jsonl.zst", "d/b.jsonl.zst"]
+    assert kept_shard_names(["a.jsonl", "a.jsonl.gz", "b.jsonl.zst"]) == [
+        "a.jsonl.jsonl.zst", "a.jsonl.gz.jsonl.zst", "b.jsonl.zst"
+    ]
+    # the full-name fallback can meet another shard's stem: an error naming both, never a silent overwrite
+    with pytest.raises(IoError, match=r"a\.jsonl and a\.jsonl\.jsonl would both be written as a\.jsonl\.jsonl\.zst"):
+        kept_shard_names(["a.jsonl", "a.jsonl.gz", "a.jsonl.jsonl"])
+
+
+@given(st.lists(
+    st.builds("".join, st.lists(st.sampled_from(["a", "b", "/", ".jsonl", ".gz", ".json", ".zst"]), min_size=1, max_size=5)),
+    unique=True, max_size=8,
+))
+def test_kept_shard_names_are_distinct_or_an_error(names):
+    """Distinct inputs never share an output name; where the rule cannot keep them apart it says so."""
+    stems = [jsonl_stem(n) for n in names]
+    try:
+        out = kept_shard_names(names)
+    except IoError:
+        assert len(set(stems)) < len(stems)  # only a shared stem sends a name down the fallback
+        return
+    assert len(set(out)) == len(out) and all(n.endswith(".jsonl.zst") for n in out)
+    if len(set(stems)) == len(stems):
+        assert out == [s + ".jsonl.zst" for s in stems]

@@ -30,13 +30,13 @@ from feedline.acquire.download import (
     download_shard,
     reusable_bytes,
 )
-from feedline.acquire.errors import DownloadError
+from feedline.acquire.errors import AcquireError, DownloadError
 from feedline.acquire.manifest import ShardEntry, VerdictWriter, emit_manifest, verdict_writer
 from feedline.acquire.sources import source_for, split_object_url
 from feedline.errors import FeedlineError
 from feedline.io import atomic_write, open_store
 from feedline.io.errors import CorpusFormatError
-from feedline.io.jsonl import is_jsonl, jsonl_stem, stream_jsonl
+from feedline.io.jsonl import is_jsonl, kept_shard_names, stream_jsonl
 from feedline.io.redact import redact_text
 from feedline.validate import check_int
 
@@ -406,13 +406,9 @@ def _dedup_shard(
 
 def kept_paths(corpus: list[tuple[ShardResult, ShardEntry]], folder: Path) -> list[Path]:
     """``<folder>/<shard name without its JSONL suffix>.jsonl.zst`` per shard: the names
-    ``feedline dedup`` gives the same shards (``c4-000.json.gz`` -> ``c4-000.jsonl.zst``). Two
-    shards that would share a name (``a.jsonl`` and ``a.jsonl.gz``) keep their full names."""
-    stems = [jsonl_stem(r.path.name) for r, _ in corpus]
-    return [
-        folder / f"{stem if stems.count(stem) == 1 else r.path.name}.jsonl.zst"
-        for stem, (r, _) in zip(stems, corpus, strict=True)
-    ]
+    ``feedline dedup`` gives the same shards (``c4-000.json.gz`` -> ``c4-000.jsonl.zst``; see
+    :func:`~feedline.io.jsonl.kept_shard_names` for shards that share a stem)."""
+    return [folder / name for name in kept_shard_names([r.path.name for r, _ in corpus], error=AcquireError)]
 
 
 def summary_line(manifest: dict[str, Any], seconds: float) -> str:

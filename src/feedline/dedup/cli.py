@@ -29,7 +29,7 @@ import zstandard
 from feedline.dedup.errors import DedupError
 from feedline.io import atomic_write
 from feedline.io.globs import expand_paths
-from feedline.io.jsonl import JSONL_SUFFIXES, is_jsonl, jsonl_stem, stream_jsonl
+from feedline.io.jsonl import JSONL_SUFFIXES, is_jsonl, kept_shard_names, stream_jsonl
 from feedline.io.paths import is_url, local_path
 from feedline.validate import check_int
 
@@ -74,7 +74,7 @@ def _output_names(inputs: list[Path] | list[str]) -> list[str]:
     its host and path stand for the folder)."""
     keys = [_name_key(str(p)) for p in inputs]
     root = posixpath.commonpath([posixpath.dirname(k) for k in keys])
-    return [jsonl_stem(posixpath.relpath(k, root)) + ".jsonl.zst" for k in keys]
+    return kept_shard_names([posixpath.relpath(k, root) for k in keys], error=DedupError)
 
 
 def _name_key(source: str) -> str:

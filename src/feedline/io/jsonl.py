@@ -8,13 +8,14 @@ decompressed piece and the current document.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from feedline.io.errors import CorpusFormatError, StoreError
+from feedline.io.errors import CorpusFormatError, IoError, StoreError
 from feedline.io.lines import READ_BYTES, LineReader, open_input
 
 #: The names of JSON-lines shards (any of them may be plain, gzip or zstd: the reader sniffs the
@@ -35,6 +36,26 @@ def jsonl_stem(name: str) -> str:
         if lower.endswith(suffix):
             return name[: -len(suffix)]
     return name
+
+
+def kept_shard_names(names: Sequence[str], error: type[Exception] = IoError) -> list[str]:
+    """The ``.jsonl.zst`` name each input shard's kept documents are written under.
+
+    ``download --dedup`` and ``feedline dedup`` share this rule so the same shards get the same
+    names: the shard's name without its JSON-lines suffix (``c4-000.json.gz`` ->
+    ``c4-000.jsonl.zst``), except where two inputs share that stem (``a.jsonl`` and
+    ``a.jsonl.gz``), which keep their full names, since one output silently replacing another
+    would lose documents. Names still equal after that are an ``error`` naming both inputs.
+    """
+    stems = [jsonl_stem(name) for name in names]
+    shared = Counter(stems)
+    out = [f"{stem if shared[stem] == 1 else name}.jsonl.zst" for stem, name in zip(stems, names, strict=True)]
+    seen: dict[str, str] = {}
+    for name, kept in zip(names, out, strict=True):
+        if kept in seen:
+            raise error(f"{seen[kept]} and {name} would both be written as {kept}: rename one of them")
+        seen[kept] = name
+    return out
 
 
 class JsonlStream:
