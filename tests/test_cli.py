@@ -23,3 +23,13 @@ def test_one_command_builds_only_its_part() -> None:
         registered = _commands(build_parser(command))
         assert command in registered
         assert registered == {c for c, m in COMMANDS.items() if m == module}
+
+
+def test_error_line_keeps_one_line_and_says_where_the_rest_is() -> None:
+    from feedline.cli import error_line
+
+    assert error_line("a.jsonl: no such file") == "a.jsonl: no such file"
+    assert error_line("first\n\n  second\nthird\n") == "first (+2 more lines: rerun with -v to see them)"
+    assert error_line("first\n  second") == "first (+1 more line: rerun with -v to see them)"
+    assert error_line("first\n\n  second\n", full=True) == "first\n  second"
+    assert error_line("") == ""

@@ -74,6 +74,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def error_line(message: str, full: bool = False) -> str:
+    """One line for a user error: a message carried up from a library (a tagger's exception, a
+    Ray task's traceback) can span many lines, and a one-line error is what scripts and users
+    grep. The rest is kept behind ``-v``, never dropped silently."""
+    lines = [line.rstrip() for line in message.splitlines() if line.strip()]
+    if len(lines) <= 1 or full:
+        return "\n".join(lines) if full else (lines[0] if lines else message)
+    more = len(lines) - 1
+    return f"{lines[0]} (+{more} more line{'s' if more != 1 else ''}: rerun with -v to see them)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_command_of(argv))
@@ -90,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except FeedlineError as exc:
-        print(f"feedline: error: {redact_text(str(exc))}", file=sys.stderr)
+        print(f"feedline: error: {error_line(redact_text(str(exc)), full=args.verbose > 0)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("feedline: interrupted", file=sys.stderr)

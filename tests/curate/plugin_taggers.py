@@ -3,7 +3,8 @@
 ``test_slow_v1`` sleeps per document so a run can be killed mid-way. ``test_flaky_v1`` raises
 RetryableFailure the first FEEDLINE_TEST_FLAKY_TIMES times it sees each file's first document
 (counted in files under FEEDLINE_TEST_STATE). ``test_broken_v1`` raises a plain error on ids
-containing "bad".
+containing "bad"; ``test_chatty_v1`` raises one whose message spans several lines, as library
+errors often do.
 """
 
 from __future__ import annotations
@@ -48,4 +49,14 @@ class Broken(BaseTagger):
     def predict(self, doc):
         if "bad" in doc.id:
             raise ValueError(f"cannot tag {doc.id}")
+        return DocResult(doc, [whole(doc, "ok", 1)])
+
+
+@add_tagger("test_chatty_v1")
+class Chatty(BaseTagger):
+    """Raises an error with a multi-line message on ids containing 'bad'."""
+
+    def predict(self, doc):
+        if "bad" in doc.id:
+            raise RuntimeError(f"cannot tag {doc.id}\n  detail: the model said no\n  hint: see above")
         return DocResult(doc, [whole(doc, "ok", 1)])

@@ -86,6 +86,23 @@ def test_retries_only_on_retryable_failure(tmp_path, monkeypatch):
     assert failed.attempts == 1 and "cannot tag bad-1" in failed.error
 
 
+def test_a_tagger_error_spanning_lines_is_one_cli_line(tmp_path):
+    """A library error's multi-line message becomes one line naming the file, line and tagger; the
+    rest is one ``-v`` away."""
+    write_jsonl(tmp_path / "documents" / "shard_000.jsonl.gz", [{"id": "ok-1", "text": "x"}, {"id": "bad-1", "text": "y"}])
+    args = ("tag", "--documents", glob_of(tmp_path), "--taggers", "test_chatty_v1", "--tagger-modules", PLUGIN,
+            "--experiment", "c")
+    proc = run_feedline(*args, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("feedline: error: ") and "shard_000.jsonl.gz" in proc.stderr
+    assert "cannot tag bad-1" in proc.stderr and "(+2 more lines: rerun with -v to see them)" in proc.stderr
+    verbose = run_feedline("-v", *args, check=False)
+    assert verbose.returncode == 1 and "detail: the model said no" in verbose.stderr
+    assert "hint: see above" in verbose.stderr
+    assert not (tmp_path / "attributes" / "c" / "shard_000.jsonl.gz").exists()
+
+
 def test_skip_on_failure_reports_and_abort_names_the_file(tmp_path):
     make_corpus(tmp_path, files=3, docs=5)
     broken = tmp_path / "documents" / "shard_001.jsonl.gz"
