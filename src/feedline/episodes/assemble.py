@@ -135,6 +135,12 @@ class EpisodeWindows:
                 self._rows[key] = rows - lo
                 self._pads[key + PAD_SUFFIX] = pads
 
+    def rows(self, key: str) -> np.ndarray:
+        """``int64 [length, T]``: every sample's window positions for ``key`` (a key without a
+        window is each sample's own row, ``T`` = 1)."""
+        rows = self._rows.get(key)
+        return np.arange(self.length, dtype=np.int64)[:, None] if rows is None else rows
+
     def at(self, frame: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """``sample_windows(spec, episode, frame)``: positions are views, masks are new arrays
         (a sample's tensors never share memory with another sample's)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import random
 import shutil
 from pathlib import Path
 from typing import IO
@@ -18,9 +19,13 @@ from typing import IO
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import torch
 
+from feedline.episodes import EpisodeDataset
+from feedline.episodes.assemble import assemble_sample
 from feedline.episodes.errors import EpisodeFormatError, FrameTimestampError
 from feedline.episodes.format import EpisodeTable, load_meta
+from feedline.episodes.stream.decoded import DecodedFrames
 from feedline.episodes.stream.payload import (
     EpisodeSpans,
     episode_spans,
@@ -261,3 +266,43 @@ def test_a_time_outside_the_video_is_named(opened: Opened) -> None:
     path = payload.data.video_path[key]
     with pytest.raises(FrameTimestampError, match=rf"{opened.store.url(path)}: no frame within"):
         payload.frames(opened.reader, key, [0.0, 7.5], TOLERANCE_S)
+
+
+# ---- decoded frames are released after their last sample ---------------------------------------
+
+
+@pytest.mark.parametrize("order", ["forward", "shuffled"])
+def test_frames_are_released_after_their_last_sample(opened: Opened, av1_dataset, order: str) -> None:
+    """Each kept frame is dropped once the last sample needing it is assembled, not when the
+    episode ends: in order a worker holds about one window per camera, in any order it holds
+    nothing once every sample is done (before close), and no frame is decoded twice."""
+    cam = "observation.images.cam_0"
+    ref = EpisodeDataset(root=str(av1_dataset.root), delta_timestamps={cam: [-0.2, -0.1, 0.0]},
+                         return_uint8=True)
+    spec = ref.sample_spec
+    payload = fetch_episode(opened.store, opened.reader, opened.table, opened.spans[1])
+    decoded = DecodedFrames(2**30, 8)
+
+    def decode(key: str, path: str, stamps: list[float]) -> list[np.ndarray]:
+        return payload.frames(opened.reader, key, stamps, TOLERANCE_S, decoded)
+
+    length = payload.data.length
+    frames = list(range(length))
+    if order == "shuffled":
+        random.Random(5).shuffle(frames)
+    held = []
+    for frame in frames:
+        item = assemble_sample(spec, payload.data, frame, decode, payload.windows(spec))
+        expected = ref[payload.data.dataset_from_index + frame]
+        for key in spec.video_keys:
+            assert torch.equal(item[key], expected[key]), (key, frame)
+        held.append(decoded.counters.decoded_bytes)
+    frame_bytes = int(ref[0][cam].numel())
+    cameras = len(spec.video_keys)
+    assert decoded.counters.decoded_bytes == 0  # all released, and the payload is still open
+    assert decoded.counters.redecoded_frames == 0
+    assert decoded.counters.decoded_frames == length * cameras
+    if order == "forward":  # the window being served and the frame decoded ahead of it
+        assert max(held) <= 4 * cameras * frame_bytes
+    assert max(held) < length * cameras * frame_bytes
+    payload.close()

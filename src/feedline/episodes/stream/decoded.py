@@ -15,8 +15,11 @@ to repeat) gather it from memory. What is kept is bounded per worker by :class:`
   first batch waits for a GOP per episode, not for half of each), and a second decoder fills
   the frames before it when they are asked for.
 
-A camera's frames are released when its episode's last sample is assembled
-(:meth:`CameraFrames.close`). Stored frames are numpy arrays, never FFmpeg frames, so nothing
+A frame is released once the last of its episode's samples that needs it has been assembled
+(:meth:`CameraFrames.release`, driven by the payload's per-frame use counts), and whatever is
+left when the episode's last sample is done (:meth:`CameraFrames.close`). Releasing early keeps
+a worker's decoded memory near what its in-progress samples still need instead of its resident
+episodes' whole length, and lets new frames reuse freed memory instead of touching new pages. Stored frames are numpy arrays, never FFmpeg frames, so nothing
 here holds a decoder buffer a forked DataLoader worker could block on.
 
 Metrics: ``decoded_frames`` counts every frame a decoder produced; ``delivered_frames`` counts
@@ -462,6 +465,18 @@ class CameraFrames:
         finally:
             self._lock.release()
         return True
+
+    def release(self, ticks: Sequence[int]) -> None:
+        """Drop these kept frames before the episode ends (no sample will ask for them again).
+
+        Their slots stay marked, as if kept, so no decoder is started or continued to produce
+        them again; if one is asked for after all, it is decoded again and counted as a
+        re-decode. A caller still holding a released frame keeps it alive until it lets go.
+        """
+        with self._lock:
+            frames = [self._frames.pop(t) for t in ticks if t in self._frames]
+        if frames:
+            self._decoded.free(sum(frame.nbytes for frame in frames))
 
     def close(self) -> None:
         """Release the frames and close the decoders (the episode left the pool)."""

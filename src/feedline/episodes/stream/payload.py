@@ -164,6 +164,7 @@ class EpisodePayload:
     _closed: bool = field(default=False, repr=False)
     _windows: EpisodeWindows | None = field(default=None, repr=False)
     _tick_of: dict[tuple[str, float], dict[float, int]] = field(default_factory=dict, repr=False)
+    _uses: dict[tuple[str, float], dict[int, int]] = field(default_factory=dict, repr=False)
 
     def windows(self, spec: SampleSpec) -> EpisodeWindows:
         """Every sample's windows of this episode, computed once (on its first sample)."""
@@ -200,6 +201,42 @@ class EpisodePayload:
             with self._lock:
                 self._tick_of[(key, tolerance_s)] = lookup
         return lookup
+
+    def _uses_of(self, key: str, tolerance_s: float, lookup: dict[float, int]) -> dict[int, int] | None:
+        """Per presentation tick, how many of this episode's samples will still ask for it.
+
+        Counted from every sample's window (:meth:`windows`; ``None`` before it was computed)
+        through the same times and lookup the samples use. Anchors a worker never serves (a
+        resumed epoch's delivered ones) leave their frames' counts above 0: those frames stay
+        until :meth:`close`, as every frame did before. A count can only reach 0 early if a
+        sample asked twice, which costs a counted re-decode, never a wrong frame.
+        """
+        uses = self._uses.get((key, tolerance_s))
+        if uses is None and self._windows is not None:
+            rows = self._windows.rows(key)
+            stamps = np.asarray(self.data.columns["timestamp"])
+            times = float(self.data.from_timestamp[key]) + stamps[rows].astype(np.float64)
+            counts: dict[int, int] = {}
+            for t in times.ravel().tolist():
+                tick = lookup.get(t)
+                if tick is not None:
+                    counts[tick] = counts.get(tick, 0) + 1
+            with self._lock:
+                uses = self._uses.setdefault((key, tolerance_s), counts)
+        return uses
+
+    def _used(self, camera: CameraFrames, uses: dict[int, int], ticks: Sequence[int]) -> None:
+        """Count one sample's use of ``ticks``; release the frames no later sample needs."""
+        done = []
+        with self._lock:
+            for tick in ticks:
+                left = uses.get(tick)
+                if left is not None:
+                    uses[tick] = left - 1
+                    if left == 1:
+                        done.append(tick)
+        if done:
+            camera.release(done)
 
     def _camera(
         self, reader: VideoFrameReader, key: str, decoded: DecodedFrames | None
@@ -240,7 +277,11 @@ class EpisodePayload:
         except KeyError:  # a time off the rows' grid, or outside the fetched spans
             known = None
         if known is not None:
-            return camera.get(known)
+            out = camera.get(known)
+            uses = self._uses_of(key, tolerance_s, lookup)
+            if uses is not None:
+                self._used(camera, uses, known)
+            return out
         samples = nearest_samples(table, camera.name, timestamps_s, tolerance_s)
         ticks = table.pts_ticks[samples].tolist()
         inside = [j for j, tick in enumerate(ticks) if camera.covers(tick)]
