@@ -301,17 +301,20 @@ class CameraFrames:
         self._name = name
         self._slot_of: dict[int, int] = {}
         self._sample_of: dict[int, int] = {}
-        # Per slot: its ticks (ascending), which of them are kept (a byte each: "any kept frame
-        # in this run" is a C-level scan), and whether any was ever decoded. Every tick knows its
-        # (slot, position) pairs, so keeping or decoding a frame updates these in O(1).
+        # Per slot: its ticks (ascending), which of them are kept or were released after their
+        # last use (a byte each: "any kept frame in this run" is a C-level scan), which were ever
+        # decoded, and whether any was. Every tick knows its (slot, position) pairs, so keeping
+        # or decoding a frame updates these in O(1).
         self._ticks: list[list[int]] = []
         self._kept: list[bytearray] = []
+        self._done: list[bytearray] = []
         self._touched: set[int] = set()
         self._where: dict[int, list[tuple[int, int]]] = {}
         for slot, mini in enumerate(self._minis):
             slot_ticks = [int(t) for t in mini.plan.pts_ticks.tolist()]
             self._ticks.append(slot_ticks)
             self._kept.append(bytearray(len(slot_ticks)))
+            self._done.append(bytearray(len(slot_ticks)))
             for pos, tick in enumerate(slot_ticks):
                 self._slot_of.setdefault(tick, slot)
                 self._where.setdefault(tick, []).append((slot, pos))
@@ -363,7 +366,9 @@ class CameraFrames:
                     redecoded += 1
                 else:
                     self._ever_decoded.add(got)
-                    self._touched.update(s for s, _ in self._where.get(got, ()))
+                    for s, pos in self._where.get(got, ()):
+                        self._done[s][pos] = 1
+                        self._touched.add(s)
                 if got in self._frames:
                     found.setdefault(got, self._frames[got])
                 else:  # convert once: only a frame kept or needed now
@@ -402,18 +407,22 @@ class CameraFrames:
                 best, best_pos = cursor, pos
         key_first = self._keyframe_of(tick, slot)
         if best is not None:
-            # With room, going on is never worse: a new decoder would start at the same frame
-            # or re-decode kept ones. Without room the frames passed over cannot be kept, so
-            # it goes on only while that is no longer than decoding from the keyframe.
+            # With room, going on over frames never decoded is never worse: they are kept for
+            # the samples that need them, and a new decoder would start at the same frame or
+            # re-decode kept ones. Otherwise (no room, or frames passed over that were decoded
+            # and not kept) it goes on only while that is no longer than decoding from the
+            # keyframe.
             jump_cost = at - bisect.bisect_left(ticks, self._start_tick(key_first, tick))
-            if room or at - best_pos <= jump_cost + 1:
+            fresh = room and 1 not in self._done[slot][best_pos + 1 : at]
+            if fresh or at - best_pos <= jump_cost + 1:
                 self._cursors[best.key] = self._cursors.pop(best.key)  # most recently used
                 self._decoded.used(self, best.key)
                 return best
         if slot not in self._touched or not room:
             first = key_first  # first touch: start at the wanted frame's own keyframe
-        else:  # start the undecoded run holding ``tick`` (ends where a kept frame begins)
-            run = kept.rfind(1, 0, at) + 1
+        else:  # start the never-decoded run holding ``tick`` (frames decoded before and not
+            # kept, for want of room, are not decoded again ahead of need)
+            run = self._done[slot].rfind(1, 0, at) + 1
             first = self._keyframe_of(ticks[run], slot)
         return self._open(slot, first)
 

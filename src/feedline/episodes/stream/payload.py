@@ -208,8 +208,10 @@ class EpisodePayload:
         Counted from every sample's window (:meth:`windows`; ``None`` before it was computed)
         through the same times and lookup the samples use. Anchors a worker never serves (a
         resumed epoch's delivered ones) leave their frames' counts above 0: those frames stay
-        until :meth:`close`, as every frame did before. A count can only reach 0 early if a
-        sample asked twice, which costs a counted re-decode, never a wrong frame.
+        until :meth:`close`, as every frame did before. A frame can be released before a
+        sample still asks for it only if that sample asks twice or takes the general path (a
+        time off the rows' grid, not counted here): it is then decoded again and counted as a
+        re-decode, never wrong.
         """
         uses = self._uses.get((key, tolerance_s))
         if uses is None and self._windows is not None:
