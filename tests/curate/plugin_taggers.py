@@ -48,15 +48,16 @@ class Broken(BaseTagger):
 
     def predict(self, doc):
         if "bad" in doc.id:
-            raise ValueError(f"cannot tag {doc.id}")
+            raise self.error(doc)
         return DocResult(doc, [whole(doc, "ok", 1)])
+
+    def error(self, doc):
+        return ValueError(f"cannot tag {doc.id}")
 
 
 @add_tagger("test_chatty_v1")
-class Chatty(BaseTagger):
+class Chatty(Broken):
     """Raises an error with a multi-line message on ids containing 'bad'."""
 
-    def predict(self, doc):
-        if "bad" in doc.id:
-            raise RuntimeError(f"cannot tag {doc.id}\n  detail: the model said no\n  hint: see above")
-        return DocResult(doc, [whole(doc, "ok", 1)])
+    def error(self, doc):
+        return RuntimeError(f"cannot tag {doc.id}\n  detail: the model said no\n  hint: see above")

@@ -8,8 +8,8 @@ to repeat) gather it from memory. What is kept is bounded per worker by :class:`
 * decoded bytes stay within ``limit_bytes`` (``decoded_cache_gb`` per rank, 1/N per worker). A
   frame the limit cannot hold is not kept; if a later sample needs it, its GOP is decoded again
   (counted in ``redecoded_frames``) - slower, never over the limit;
-* open decoders (a single-threaded codec context fed the span's samples as packets) stay within ``decoder_cache_size``, least
-  recently used closed first; a closed decoder reopens at the keyframe before the next frame
+* open decoders (a single-threaded codec context fed the span's samples as packets) stay
+  within ``decoder_cache_size``, least recently used closed first; a closed decoder reopens at the keyframe before the next frame
   it must produce (counted in ``decoder_opens``). A span has at most two open at once: the
   first sample asked of a newly resident episode is decoded from its own keyframe (a worker's
   first batch waits for a GOP per episode, not for half of each), and a second decoder fills
@@ -19,8 +19,9 @@ A frame is released once the last of its episode's samples that needs it has bee
 (:meth:`CameraFrames.release`, driven by the payload's per-frame use counts), and whatever is
 left when the episode's last sample is done (:meth:`CameraFrames.close`). Releasing early keeps
 a worker's decoded memory near what its in-progress samples still need instead of its resident
-episodes' whole length, and lets new frames reuse freed memory instead of touching new pages. Stored frames are numpy arrays, never FFmpeg frames, so nothing
-here holds a decoder buffer a forked DataLoader worker could block on.
+episodes' whole length, and lets new frames reuse freed memory instead of touching new pages.
+Stored frames are numpy arrays over the colour converter's own output, never decoder frames, so
+nothing here holds a decoder buffer a forked DataLoader worker could block on.
 
 Metrics: ``decoded_frames`` counts every frame a decoder produced; ``delivered_frames`` counts
 distinct frames handed to samples while their episode was resident. Their ratio is 1.0 when

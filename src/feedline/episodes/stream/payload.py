@@ -164,6 +164,7 @@ class EpisodePayload:
     _closed: bool = field(default=False, repr=False)
     _windows: EpisodeWindows | None = field(default=None, repr=False)
     _tick_of: dict[tuple[str, float], dict[float, int]] = field(default_factory=dict, repr=False)
+    _row_ticks: dict[tuple[str, float], list[int | None]] = field(default_factory=dict, repr=False)
     _uses: dict[tuple[str, float], dict[int, int]] = field(default_factory=dict, repr=False)
 
     def windows(self, spec: SampleSpec) -> EpisodeWindows:
@@ -185,28 +186,32 @@ class EpisodePayload:
         expression as :func:`~feedline.episodes.assemble.video_timestamps`, so the same floats),
         which makes the per-sample nearest-frame search a dict lookup. Times with no frame within
         tolerance, or outside the fetched spans, are left out: a sample asking for one takes the
-        general path, which reads it separately or names the problem.
+        general path, which reads it separately or names the problem. Each row's tick (or
+        ``None``) is kept too, for :meth:`_uses_of`.
         """
         lookup = self._tick_of.get((key, tolerance_s))
         if lookup is None:
             stamps = self.data.columns["timestamp"]
             times = float(self.data.from_timestamp[key]) + np.asarray(stamps).astype(np.float64)
             samples, within = nearest_samples_within(table, times, tolerance_s)
-            ticks = table.pts_ticks[samples].tolist()
+            row_ticks = [
+                tick if ok and camera.covers(tick) else None
+                for tick, ok in zip(table.pts_ticks[samples].tolist(), within.tolist(), strict=True)
+            ]
             lookup = {
-                t: tick
-                for t, tick, ok in zip(times.tolist(), ticks, within.tolist(), strict=True)
-                if ok and camera.covers(tick)
+                t: tick for t, tick in zip(times.tolist(), row_ticks, strict=True) if tick is not None
             }
             with self._lock:
+                self._row_ticks[(key, tolerance_s)] = row_ticks
                 self._tick_of[(key, tolerance_s)] = lookup
         return lookup
 
-    def _uses_of(self, key: str, tolerance_s: float, lookup: dict[float, int]) -> dict[int, int] | None:
+    def _uses_of(self, key: str, tolerance_s: float) -> dict[int, int] | None:
         """Per presentation tick, how many of this episode's samples will still ask for it.
 
-        Counted from every sample's window (:meth:`windows`; ``None`` before it was computed)
-        through the same times and lookup the samples use. Anchors a worker never serves (a
+        Counted from every sample's window (:meth:`windows`; ``None`` before it was computed):
+        a window position is a row, and a row's time maps to the tick :meth:`_ticks_by_time`
+        found for it, as the sample's lookup does. Anchors a worker never serves (a
         resumed epoch's delivered ones) leave their frames' counts above 0: those frames stay
         until :meth:`close`, as every frame did before. A frame can be released before a
         sample still asks for it only if that sample asks twice or takes the general path (a
@@ -215,12 +220,10 @@ class EpisodePayload:
         """
         uses = self._uses.get((key, tolerance_s))
         if uses is None and self._windows is not None:
-            rows = self._windows.rows(key)
-            stamps = np.asarray(self.data.columns["timestamp"])
-            times = float(self.data.from_timestamp[key]) + stamps[rows].astype(np.float64)
+            row_ticks = self._row_ticks[(key, tolerance_s)]
             counts: dict[int, int] = {}
-            for t in times.ravel().tolist():
-                tick = lookup.get(t)
+            for row in self._windows.rows(key).ravel().tolist():
+                tick = row_ticks[row]
                 if tick is not None:
                     counts[tick] = counts.get(tick, 0) + 1
             with self._lock:
@@ -280,7 +283,7 @@ class EpisodePayload:
             known = None
         if known is not None:
             out = camera.get(known)
-            uses = self._uses_of(key, tolerance_s, lookup)
+            uses = self._uses_of(key, tolerance_s)
             if uses is not None:
                 self._used(camera, uses, known)
             return out
