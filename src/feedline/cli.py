@@ -95,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     install_log_redaction()  # no password or query token in any log line, urllib3's included
+    if args.verbose == 0:  # a job without a terminal still says how far it is (feedline.run.progress)
+        logging.getLogger("feedline.progress").setLevel(logging.INFO)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
