@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from feedline.episodes.video.sidecar import (
 )
 from feedline.errors import FeedlineError
 from feedline.io import Store, StoreError, open_store
+from feedline.run.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -100,27 +100,6 @@ def dataset_videos(store: Store) -> list[str]:
     return sorted(load_meta(store).episodes.video_files())
 
 
-class _Progress:
-    """A tqdm bar on a terminal, a log line every ~10 % otherwise."""
-
-    def __init__(self, total: int) -> None:
-        from tqdm import tqdm
-
-        self.total = max(1, total)
-        self.done = 0
-        self.tty = sys.stderr.isatty()
-        self.bar = tqdm(total=total, desc="indexing videos", unit="video", disable=not self.tty)
-
-    def __call__(self, path: str) -> None:
-        self.done += 1
-        self.bar.update(1)
-        if not self.tty and (self.done * 10 // self.total) != ((self.done - 1) * 10 // self.total):
-            log.warning("sidecar: %d/%d videos indexed (%s)", self.done, self.total, path)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
 def cmd_build_sidecar(args: argparse.Namespace) -> int:
     root_url = _root_url(args)
     store = open_store(root_url, **_storage_options(args.storage_option))
@@ -144,8 +123,7 @@ def cmd_build_sidecar(args: argparse.Namespace) -> int:
         raise SidecarError(f"{store.url()}: the dataset references no video")
     started = time.monotonic()
     current = current_objects(store, videos)
-    progress = _Progress(len(videos))
-    try:
+    with Progress("indexing videos", total=len(videos), unit="video") as progress:
         sidecar = write_sidecar(
             Path(args.output),
             store,
@@ -153,10 +131,8 @@ def cmd_build_sidecar(args: argparse.Namespace) -> int:
             revision=args.revision,
             complete=not subset,
             workers=args.workers,
-            progress=progress,
+            progress=lambda path: progress.update(1),
         )
-    finally:
-        progress.close()
     elapsed = time.monotonic() - started
     video_bytes = sum(info.size for info in current.values())
     samples = sum(e.samples for e in sidecar.entries.values())
