@@ -229,10 +229,10 @@ def test_bar_counts_done_and_rates_only_received_bytes(total, initial, ops):
     import io
     from contextlib import redirect_stderr
 
-    from feedline.acquire.runner import _Progress
+    from feedline.run.progress import Progress
 
     with redirect_stderr(io.StringIO()) as err:
-        progress = _Progress(True, "download", total=total, initial=initial)
+        progress = Progress("download", total=total, unit="B", initial=initial, enabled=True)
         done, received, expected_total = initial, 0, total
         for op, n in ops:
             getattr(progress, op)(n)
@@ -250,10 +250,10 @@ def test_bar_counts_done_and_rates_only_received_bytes(total, initial, ops):
 
 
 def test_log_line_without_a_terminal_says_share_rate_and_eta():
-    from feedline.acquire.runner import _Progress
+    from feedline.run.progress import Progress
 
-    progress = _Progress(False, "download", total=4 * MiB, initial=MiB)
+    progress = Progress("download", total=4 * MiB, unit="B", initial=MiB, enabled=False)
     progress.started -= 2.0  # two seconds in
     progress.update(MiB)
-    status = progress._status(progress.started + 2.0)
+    status = progress.status(progress.started + 2.0)
     assert status == "2.0 MiB of 4.0 MiB (50%), 512.0 KiB/s, ETA 0:00:04"

@@ -208,6 +208,28 @@ def test_resume_after_kill_9_reuses_finished_stages(
     assert all(s["run"] == 0 for s in stages.values())
 
 
+def test_a_work_dir_from_before_the_line_number_ids_redoes_only_the_id_tasks(
+    ray_address: str, corpus: tuple[Path, list[dict]], engine_out: dict[str, Path], tmp_path: Path
+) -> None:
+    """Markers written before ids of id-less documents were ``<output name>:<line>`` do not say
+    so: a rerun redoes the signature and write tasks (which store and write ids), reuses the
+    rest, and writes the engine's verdicts."""
+    root, _ = corpus
+    out = tmp_path / "out"
+    args = ["dedup", *_inputs(root), "--out", str(out), "--executor", "ray", "--ray-address", ray_address]
+    assert main(args) == 0
+    for marker in [*(out / ".dedup-work" / "sig").glob("*.done.json"), *(out / ".dedup-work" / "write").glob("*.done.json")]:
+        old = orjson.loads(marker.read_bytes())
+        del old["doc_ids"]
+        marker.write_bytes(orjson.dumps(old))
+    assert main(args) == 0
+    _assert_same_outputs(engine_out["exact"], out)
+    stages = orjson.loads((out / "dedup.json").read_bytes())["executor"]["stages"]
+    assert {name: (s["run"], s["reused"]) for name, s in stages.items() if name in ("signatures", "write")} == {
+        "signatures": (3, 0), "write": (3, 0)}
+    assert all(s["run"] == 0 for name, s in stages.items() if name not in ("signatures", "write"))
+
+
 def test_a_work_dir_made_with_other_parameters_is_refused(
     ray_address: str, corpus: tuple[Path, list[dict]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,18 +16,11 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from feedline.dedup.buckets import band_partition, connected_labels, exact_partition, group_pairs
 from feedline.dedup.engine import DedupConfig
 from feedline.dedup.lsh import LSHIndex
 from feedline.dedup.minhash import MinHasher
-from feedline.dedup.stages import (
-    Plan,
-    band_partition,
-    buckets_task,
-    connected_labels,
-    exact_partition,
-    group_pairs,
-    signatures_task,
-)
+from feedline.dedup.stages import Plan, buckets_task, signatures_task
 
 WORDS = ["ant", "bee", "cat", "dog", "eel", "fox"]
 CONFIG = DedupConfig(threshold=0.5, num_perm=8, ngram=1, bands=4, rows=2, seed=7)

@@ -65,6 +65,13 @@ class VerdictWriter:
         self._hash.update(line)
         self.count += 1
 
+    def write_lines(self, lines: bytes) -> None:
+        """Verdict lines already encoded (a batch from :mod:`feedline.dedup.shards`, whose lines
+        are the ones :meth:`write` makes)."""
+        self._handle.write(lines)
+        self._hash.update(lines)
+        self.count += lines.count(b"\n")
+
     @property
     def sha256(self) -> str:
         return self._hash.hexdigest()

@@ -1,28 +1,27 @@
 """A download run: shards in parallel (bounded), then counting / dedup, then the manifest, last.
 
 Downloads are pure I/O, so a thread per shard (up to ``workers``) keeps the link busy; one
-progress bar over bytes shows all of them (periodic log lines instead when stderr is not a
-terminal, e.g. in a batch job). Counting documents is CPU-bound decoding, so it runs one
-process per shard. Dedup is one ordered pass (first occurrence wins, so verdicts depend only on
-the order of the URLs given, never on which download finished first).
+progress bar over bytes shows all of them (:class:`feedline.run.progress.Progress`: periodic
+log lines instead when stderr is not a terminal, e.g. in a batch job). Counting documents is
+CPU-bound decoding, so it runs one process per shard. Dedup is one ordered pass (first
+occurrence wins, so verdicts depend only on the order of the URLs given, never on which download
+finished first), each shard through :func:`feedline.dedup.shards.dedup_shard`, the loop
+``feedline dedup`` runs.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
-
-import zstandard
 
 from feedline.acquire.download import (
     DEFAULT_CHECKPOINT_BYTES,
@@ -34,17 +33,15 @@ from feedline.acquire.errors import AcquireError, DownloadError
 from feedline.acquire.manifest import ShardEntry, VerdictWriter, emit_manifest, verdict_writer
 from feedline.acquire.sources import source_for, split_object_url
 from feedline.errors import FeedlineError
-from feedline.io import atomic_write, open_store
+from feedline.io import open_store
 from feedline.io.errors import CorpusFormatError
 from feedline.io.jsonl import is_jsonl, kept_shard_names, stream_jsonl
 from feedline.io.redact import redact_text
+from feedline.run.progress import Progress, human_bytes
 from feedline.validate import check_int
 
 log = logging.getLogger(__name__)
 
-DEDUP_BATCH = 4096  # documents handed to the deduplicator at once (its vectorised step)
-LOG_EVERY_S = 10.0  # progress log cadence when not on a terminal
-KEPT_ZSTD_LEVEL = 3
 PROCESS_POOL_MIN_BYTES = 64 << 20  # below this, starting worker processes costs more than decoding
 STAT_THREADS = 16  # HEADs in flight at once while sizing the shards (each is one round trip)
 #: Where ``--dedup`` writes kept documents, beside the manifest: the folder ``feedline dedup
@@ -92,113 +89,6 @@ def shard_name(url: str) -> str:
             "give a URL ending in a file name"
         )
     return name
-
-
-class _Progress:
-    """One counter for all shards: a tqdm bar on a terminal, log lines otherwise.
-
-    ``done`` counts what is on disk, toward ``total``: bytes received (:meth:`update`, the only
-    ones the rate is computed from) and bytes kept from an earlier run or thrown away by a
-    restart (:meth:`adjust`), so a resumed run starts at its kept share and the ETA is the
-    remainder at the speed of this run.
-    """
-
-    def __init__(
-        self, enabled: bool | None, what: str, unit: str = "B", total: int | None = None, initial: int = 0
-    ) -> None:
-        self.tty = sys.stderr.isatty() if enabled is None else enabled
-        self.what = what
-        self.unit = unit
-        self.total = total
-        self.done = initial
-        self.received = 0
-        self.started = time.monotonic()
-        self._last_log = self.started
-        self._lock = threading.Lock()
-        self._bar = None
-        if self.tty:
-            from tqdm import tqdm
-
-            scale = {"unit_scale": True, "unit_divisor": 1024} if unit == "B" else {}
-            self._bar = tqdm(total=total, initial=initial, unit=unit, desc=what, **scale)
-
-    def update(self, n: int) -> None:
-        with self._lock:
-            self.done += n
-            self.received += n
-            if self._bar is not None:
-                self._bar.update(n)
-                return
-            now = time.monotonic()
-            if now - self._last_log >= LOG_EVERY_S:
-                self._last_log = now
-                log.info("%s: %s", self.what, self._status(now))
-
-    def adjust(self, n: int) -> None:
-        """Count ``n`` more (or fewer) done without their having been received now."""
-        if not n:
-            return
-        with self._lock:
-            self.done += n
-            if self._bar is not None:
-                # Moved together, n and initial keep tqdm's average rate (n - initial) / elapsed,
-                # and last_print_n keeps the jump out of its smoothed rate.
-                self._bar.n += n
-                self._bar.initial += n
-                self._bar.last_print_n += n
-                self._bar.refresh()
-
-    def add_total(self, n: int) -> None:
-        """A shard whose size was unknown at the start (its HEAD failed) turned out ``n`` long."""
-        with self._lock:
-            self.total = (self.total or 0) + n
-            if self._bar is not None:
-                self._bar.total = self.total
-                self._bar.refresh()
-
-    def _amount(self, n: int) -> str:
-        return human_bytes(n) if self.unit == "B" else f"{n} {self.unit}"
-
-    def _status(self, now: float) -> str:
-        """``1.5 GiB of 4.0 GiB (37%), 52.3 MiB/s, ETA 0:00:49`` (what is known of it)."""
-        per_s = self.received / max(now - self.started, 1e-9)
-        rate = f"{human_bytes(per_s)}/s" if self.unit == "B" else f"{per_s:.0f} {self.unit}/s"
-        if not self.total:
-            return f"{self._amount(self.done)} so far, {rate}"
-        left = max(self.total - self.done, 0)
-        eta = "?" if per_s <= 0 else _clock(left / per_s)
-        return (
-            f"{self._amount(self.done)} of {self._amount(self.total)} "
-            f"({100 * self.done / self.total:.0f}%), {rate}, ETA {eta}"
-        )
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-        now = time.monotonic()
-        seconds = max(now - self.started, 1e-9)
-        rate = self.received / seconds
-        shown = f"{human_bytes(rate)}/s" if self.unit == "B" else f"{rate:.0f} {self.unit}/s"
-        kept = self.done - self.received
-        log.info(
-            "%s: received %s in %.1f s (%s)%s", self.what, self._amount(self.received), seconds, shown,
-            f", {self._amount(kept)} kept from earlier runs" if kept > 0 else "",
-        )
-
-
-def human_bytes(n: float) -> str:
-    """``512 B``, ``1.5 KiB``, ``12.0 MiB``, ... (the binary units tqdm's bar shows)."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def _clock(seconds: float) -> str:
-    whole = int(seconds)
-    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
 def shard_sizes(urls: Sequence[str], config: RunConfig) -> dict[str, int | None]:
@@ -269,11 +159,12 @@ def download_each(config: RunConfig) -> tuple[list[ShardResult], list[tuple[str,
     unknown = sum(size is None for size in sizes.values())
     if unknown:
         log.info("download: size of %d of %d shards unknown; the total grows as they finish", unknown, len(unique))
-    progress = _Progress(
-        config.progress,
+    progress = Progress(
         "download",
         total=sum(size or 0 for size in sizes.values()),
+        unit="B",
         initial=sum(kept.values()),
+        enabled=config.progress,
     )
 
     def one(url: str) -> ShardResult:
@@ -341,67 +232,8 @@ def _count_all(paths: list[str], config: RunConfig) -> list[tuple[int, int]]:
         return list(pool.map(count_documents, paths, [config.skip_bad_lines] * len(paths)))
 
 
-def _doc_id(doc: dict[str, Any], shard: str, line: int) -> str:
-    value = doc.get("id")
-    return str(value) if value is not None else f"{shard}:{line}"
-
-
-def _dedup_shard(
-    result: ShardResult,
-    entry: ShardEntry,
-    dedup: Any,
-    verdicts: VerdictWriter,
-    kept_path: Path,
-    config: RunConfig,
-    tick: Callable[[int], None],
-) -> None:
-    """One ordered pass over a shard: verdicts out, kept documents to ``kept_path``."""
-    import orjson
-
-    name = result.path.name
-    stream = stream_jsonl(result.path, skip_bad_lines=config.skip_bad_lines)
-    counts = {"kept": 0, "exact_dup": 0, "near_dup": 0}
-    with atomic_write(kept_path, "wb") as raw:
-        writer = zstandard.ZstdCompressor(level=KEPT_ZSTD_LEVEL).stream_writer(raw, closefd=False)
-        batch_docs: list[dict[str, Any]] = []
-        batch_ids: list[str] = []
-        batch_texts: list[str] = []
-
-        def flush() -> None:
-            for doc, doc_id, verdict in zip(
-                batch_docs, batch_ids, dedup.add_batch(batch_ids, batch_texts), strict=True
-            ):
-                counts[verdict.kind] += 1
-                verdicts.write(doc_id, name, str(verdict))
-                if verdict.kept:
-                    writer.write(orjson.dumps(doc) + b"\n")
-            tick(len(batch_docs))
-            batch_docs.clear()
-            batch_ids.clear()
-            batch_texts.clear()
-
-        for doc in stream:
-            text = doc.get("text")
-            if not isinstance(text, str):
-                raise CorpusFormatError(
-                    f'{result.path}: line {stream.lines}: document has no "text" string'
-                )
-            batch_docs.append(doc)
-            batch_ids.append(_doc_id(doc, name, stream.lines))
-            batch_texts.append(text)
-            if len(batch_docs) >= DEDUP_BATCH:
-                flush()
-        if batch_docs:
-            flush()
-        writer.flush(zstandard.FLUSH_FRAME)
-    entry.documents = stream.documents
-    entry.bad_lines = stream.bad_lines
-    entry.kept, entry.exact_dup, entry.near_dup = (
-        counts["kept"],
-        counts["exact_dup"],
-        counts["near_dup"],
-    )
-    entry.kept_path = str(kept_path)
+def _missing_text(source: str, line: int, _number: int, _field: str) -> Exception:
+    return CorpusFormatError(f'{source}: line {line}: document has no "text" string')
 
 
 def kept_paths(corpus: list[tuple[ShardResult, ShardEntry]], folder: Path) -> list[Path]:
@@ -475,19 +307,26 @@ def run(config: RunConfig) -> Path:
     verdicts: VerdictWriter | None = None
     if config.dedup is not None and corpus:
         from feedline.dedup.engine import Deduplicator
+        from feedline.dedup.shards import ShardDocuments, dedup_shard
 
         parameters["dedup"] = config.dedup.to_dict()
         kept_dir = config.manifest.absolute().parent
         dedup_dir = kept_dir / DEDUP_FOLDER
-        docs_progress = _Progress(config.progress, "dedup", unit="docs")
+        docs_progress = Progress("dedup", unit="docs", enabled=config.progress)
         try:
             with verdict_writer(kept_dir) as writer, Deduplicator(config.dedup) as dedup:
                 for (result, entry), kept_path in zip(
                     corpus, kept_paths(corpus, dedup_dir), strict=True
                 ):
-                    _dedup_shard(
-                        result, entry, dedup, writer, kept_path, config, docs_progress.update
-                    )
+                    # Verdicts keep the downloaded name as their shard; ids of id-less documents
+                    # use the kept shard's name, as feedline dedup names them.
+                    documents = ShardDocuments(result.path, skip_bad_lines=config.skip_bad_lines,
+                                               missing_text=_missing_text)
+                    counts = dedup_shard(dedup, documents, kept_path.name, kept_path, writer.write_lines,
+                                         label=result.path.name, progress=docs_progress.update)
+                    entry.documents, entry.bad_lines = counts.documents, counts.bad_lines
+                    entry.kept, entry.exact_dup, entry.near_dup = counts.kept, counts.exact_dup, counts.near_dup
+                    entry.kept_path = str(kept_path)
                 parameters["dedup"]["index_bytes"] = dedup.index_nbytes
             verdicts = writer
         finally:

@@ -16,29 +16,26 @@ from __future__ import annotations
 import argparse
 import hashlib
 import posixpath
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-import zstandard
 
 from feedline.dedup.errors import DedupError
 from feedline.io import atomic_write
 from feedline.io.globs import expand_paths
-from feedline.io.jsonl import JSONL_SUFFIXES, is_jsonl, kept_shard_names, stream_jsonl
+from feedline.io.jsonl import JSONL_SUFFIXES, is_jsonl, kept_shard_names
 from feedline.io.paths import is_url, local_path
+from feedline.run.progress import Progress
 from feedline.validate import check_int
 
-from .engine import DEFAULT_CHUNK, DedupConfig, Deduplicator, Verdict
-from .stages import doc_id as make_doc_id
+from .engine import DedupConfig, Deduplicator
+from .shards import ShardDocuments, dedup_shard
 
 SUMMARY_NAME = "dedup.json"
 VERDICTS_NAME = "verdicts.jsonl"
-_LOG_EVERY_S = 10.0
 
 
 def expand_sources(
@@ -84,65 +81,6 @@ def _name_key(source: str) -> str:
     return Path(local_path(source)).absolute().as_posix()
 
 
-def _documents(path: Path, skip_bad_lines: bool) -> Iterator[dict[str, Any]]:
-    return iter(stream_jsonl(path, skip_bad_lines=skip_bad_lines))
-
-
-class _Progress:
-    """tqdm over input bytes on a TTY, a log line every few seconds otherwise."""
-
-    def __init__(self, total_bytes: int) -> None:
-        self.tty = sys.stderr.isatty()
-        self.total = total_bytes
-        self.done = 0
-        self.docs = 0
-        self._last_log = time.monotonic()
-        self._bar = None
-        if self.tty:
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="dedup")
-
-    def advance(self, nbytes: int, docs: int) -> None:
-        self.done += nbytes
-        self.docs += docs
-        if self._bar is not None:
-            self._bar.update(nbytes)
-        elif time.monotonic() - self._last_log >= _LOG_EVERY_S:
-            self._last_log = time.monotonic()
-            pct = 100.0 * self.done / self.total if self.total else 100.0
-            print(f"dedup: {self.docs} documents, {pct:.0f}% of input", file=sys.stderr)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-
-
-class _ShardRun:
-    """Feeds one shard's batches to the deduplicator; writes kept documents, counts verdicts."""
-
-    def __init__(self, dedup: Deduplicator, writer: IO[bytes], name: str) -> None:
-        self.dedup = dedup
-        self.writer = writer
-        self.name = name
-        self.counts = {"documents": 0, "kept": 0, "exact_dup": 0, "near_dup": 0}
-
-    def flush(self, batch: list[dict[str, Any]], ids: list[str], texts: list[str]) -> bytes:
-        """Dedup one batch; returns its ``verdicts.jsonl`` lines."""
-        if not batch:
-            return b""
-        verdicts: list[Verdict] = self.dedup.add_batch(ids, texts)
-        lines = []
-        for doc, doc_id, verdict in zip(batch, ids, verdicts, strict=True):
-            self.counts[verdict.kind] += 1
-            if verdict.kept:
-                self.writer.write(orjson.dumps(doc) + b"\n")
-            record = {"id": doc_id, "shard": self.name, "verdict": str(verdict)}
-            lines.append(orjson.dumps(record) + b"\n")
-        self.counts["documents"] += len(batch)
-        return b"".join(lines)
-
-
 def dedup_files(
     inputs: list[Path],
     out_dir: Path,
@@ -153,46 +91,29 @@ def dedup_files(
 ) -> dict[str, Any]:
     """Deduplicate ``inputs`` in order into ``out_dir``; returns the summary written to dedup.json."""
     names = _output_names(inputs)
-    progress = _Progress(sum(p.stat().st_size for p in inputs))
+    progress = Progress("dedup", total=sum(p.stat().st_size for p in inputs), unit="B",
+                        counters={"documents": None})
     shards: list[dict[str, Any]] = []
     verdict_hash = hashlib.sha256()
     started = time.monotonic()
-    cctx = zstandard.ZstdCompressor(level=3)
     try:
         with (
             Deduplicator(config, spill_dir=str(out_dir)) as dedup,
             atomic_write(out_dir / VERDICTS_NAME, "wb") as verdicts_file,
         ):
+
+            def write_verdicts(blob: bytes) -> None:
+                verdicts_file.write(blob)
+                verdict_hash.update(blob)
+
             for path, name in zip(inputs, names, strict=True):
-                counts = {"documents": 0, "kept": 0, "exact_dup": 0, "near_dup": 0}
-                with atomic_write(out_dir / name, "wb") as raw_out:
-                    shard = _ShardRun(dedup, cctx.stream_writer(raw_out, closefd=False), name)
-                    batch: list[dict[str, Any]] = []
-                    ids: list[str] = []
-                    texts: list[str] = []
-                    for number, doc in enumerate(_documents(path, skip_bad_lines)):
-                        text = doc.get(text_field)
-                        if not isinstance(text, str):
-                            raise DedupError(
-                                f"{path}: document {number + 1} has no string field "
-                                f"{text_field!r} (use --text-field)"
-                            )
-                        batch.append(doc)
-                        ids.append(make_doc_id(doc, name, number))
-                        texts.append(text)
-                        if len(batch) == DEFAULT_CHUNK:
-                            blob = shard.flush(batch, ids, texts)
-                            verdicts_file.write(blob)
-                            verdict_hash.update(blob)
-                            progress.advance(0, len(batch))
-                            batch, ids, texts = [], [], []
-                    blob = shard.flush(batch, ids, texts)
-                    verdicts_file.write(blob)
-                    verdict_hash.update(blob)
-                    shard.writer.close()  # ends the zstd frame; raw_out stays open
-                progress.advance(path.stat().st_size, len(batch))
-                counts = shard.counts
-                shards.append({"input": str(path), "output": name, **counts})
+                documents = ShardDocuments(path, text_field=text_field, skip_bad_lines=skip_bad_lines)
+                counts = dedup_shard(dedup, documents, name, out_dir / name, write_verdicts,
+                                     progress=lambda n: progress.count(documents=n))
+                progress.update(path.stat().st_size)
+                row = counts.to_dict()
+                del row["bad_lines"]  # dedup.json's shard rows have never carried them
+                shards.append({"input": str(path), "output": name, **row})
             index_bytes = dedup.index_nbytes
             indexed = dedup.lsh.index.rows
             parameters = config.to_dict()
@@ -236,9 +157,11 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             check_int(flag, value, minimum=1, error=DedupError)
     out_dir = Path(args.out)
     if ray:
-        from .ray_executor import _import_ray, run_ray_dedup
+        from feedline.run.ray_driver import import_ray
 
-        _import_ray()  # before anything is read or written: without Ray, one line and no output
+        from .ray_executor import run_ray_dedup
+
+        import_ray(DedupError)  # before anything is read or written: without Ray, one line and no output
         sources = expand_sources(args.inputs, urls=True, include=args.include, exclude=args.exclude)
         out_dir.mkdir(parents=True, exist_ok=True)
         summary = run_ray_dedup(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +20,18 @@ from feedline.dedup.errors import DedupError
 from feedline.errors import FeedlineError
 from feedline.io import atomic_write, process_lock
 from feedline.io.paths import is_url, local_path
+from feedline.run.progress import Progress
+from feedline.run.ray_driver import import_ray, ray_map, ray_session
 
 from . import stages
 from .engine import DedupConfig
 from .minhash import SIGNATURE_SCHEME
+from .shards import DOC_IDS, KINDS
 from .workdir import WorkDir
 
 WORK_DIR_NAME = ".dedup-work"
 STAGES = ("signatures", "buckets", "cluster", "resolve", "write")
 _PARTITIONS_PER_CPU = 4
-
-
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise DedupError("--executor ray needs Ray: pip install 'feedline[ray]'") from None
-    return ray
 
 
 def input_identity(source: str) -> dict[str, Any]:
@@ -67,36 +62,24 @@ class _Stage:
         self.seconds = 0.0
         self.results: list[dict[str, Any]] = []  # results of tasks run now (usage included)
 
-    def __call__(self, fn: Callable[..., dict[str, Any]], tasks: list[tuple[str, tuple[Any, ...]]]) -> list[dict[str, Any]]:
-        """``tasks``: (marker name, arguments); returns every task's marker in order."""
-        from tqdm import tqdm
-
+    def __call__(self, fn: Callable[..., dict[str, Any]], tasks: list[tuple[str, tuple[Any, ...]]],
+                 require: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """``tasks``: (marker name, arguments); returns every task's marker in order. A marker
+        without the ``require`` entries does not count as done (see :meth:`WorkDir.done`)."""
         started = time.monotonic()
-        markers: list[dict[str, Any] | None] = [self.work.done(marker) for marker, _ in tasks]
-        remote = self.ray.remote(num_cpus=1)(fn)
-        pending = {
-            remote.remote(*args): i for i, ((_marker, args), done) in enumerate(zip(tasks, markers, strict=True))
-            if done is None
-        }
-        self.reused = len(tasks) - len(pending)
-        bar = tqdm(total=len(tasks), initial=self.reused, desc=f"dedup {self.name}", unit="task",
-                   disable=not self.tty, leave=False)
-        try:
-            waiting = list(pending)
-            while waiting:
-                ready, waiting = self.ray.wait(waiting, num_returns=1)
-                try:
-                    result = self.ray.get(ready[0])
-                except Exception as exc:
-                    for ref in waiting:
-                        self.ray.cancel(ref)
-                    raise _task_error(self.name, exc) from None
-                markers[pending[ready[0]]] = result
+        markers: list[dict[str, Any] | None] = [self.work.done(marker, require) for marker, _ in tasks]
+        skip = {i for i, marker in enumerate(markers) if marker is not None}
+        self.reused = len(skip)
+
+        def failed(_index: int, exc: Exception) -> None:
+            raise _task_error(self.name, exc) from None
+
+        with Progress(f"dedup {self.name}", total=len(tasks), unit="task", enabled=self.tty) as progress:
+            for index, result in ray_map(self.ray, fn, [args for _, args in tasks], skip=skip,
+                                         progress=progress, on_error=failed):
+                markers[index] = result
                 self.results.append(result)
                 self.run += 1
-                bar.update(1)
-        finally:
-            bar.close()
         self.seconds = time.monotonic() - started
         if not self.tty:
             print(f"dedup: {self.name}: {self.run} task(s) run, {self.reused} reused, "
@@ -140,22 +123,11 @@ def run_ray_dedup(
 ) -> dict[str, Any]:
     """Deduplicate ``inputs`` (local paths or URLs, in order) into ``out_dir`` on Ray; returns the
     summary written to ``dedup.json`` (the engine's keys, plus ``executor`` with per-stage counts)."""
-    ray = _import_ray()
+    import_ray(DedupError)  # before anything is read: without Ray, one line
     started = time.monotonic()
     work_root = Path(work_dir) if work_dir is not None else out_dir / WORK_DIR_NAME
     identities = [input_identity(source) for source in inputs]
-    started_ray = False
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
-        if ray_address:
-            kwargs["address"] = ray_address
-        else:  # a local instance for this job only: no web UI to pay for
-            kwargs["include_dashboard"] = False
-            if workers:
-                kwargs["num_cpus"] = workers
-        ray.init(**kwargs)
-        started_ray = True
-    try:
+    with ray_session(ray_address, num_cpus=workers, error=DedupError) as ray:
         if partitions is None:
             partitions = WorkDir.recorded_partitions(work_root)
         if partitions is None:
@@ -176,9 +148,6 @@ def run_ray_dedup(
         with process_lock(work_root / ".lock", timeout_s=0, remove=True):
             return _run(ray, work, inputs, names, out_dir, config, params, started,
                         text_field=text_field, skip_bad_lines=skip_bad_lines, partitions=partitions)
-    finally:
-        if started_ray:
-            ray.shutdown()
 
 
 def _run(
@@ -204,7 +173,8 @@ def _run(
     runners = {name: _Stage(ray, work, name, tty) for name in STAGES}
     plan_ref = ray.put(plan)
     shards = range(len(inputs))
-    sig = runners["signatures"](stages.signatures_task, [(f"sig/s{s:05d}", (plan_ref, s)) for s in shards])
+    ids = {"doc_ids": DOC_IDS}  # the tasks that store or write ids redo a work dir's older ones
+    sig = runners["signatures"](stages.signatures_task, [(f"sig/s{s:05d}", (plan_ref, s)) for s in shards], ids)
     counts = [int(m["documents"]) for m in sig]
     counts_ref = ray.put(counts)
     parts = range(partitions)
@@ -215,10 +185,11 @@ def _run(
     runners["resolve"](stages.resolve_task, [(f"resolve/r{k:04d}", (plan_ref, k, counts_ref)) for k in parts])
     for s, name in enumerate(names):  # an output deleted since its task ran is written again
         if not (out_dir / name).exists():
-            work.marker_path(f"write/s{s:05d}").unlink(missing_ok=True)
-    written = runners["write"](stages.write_task, [(f"write/s{s:05d}", (plan_ref, s, counts_ref)) for s in shards])
+            work.marker(f"write/s{s:05d}").clear()
+    written = runners["write"](stages.write_task, [(f"write/s{s:05d}", (plan_ref, s, counts_ref)) for s in shards],
+                               ids)
     sha = stages.join_verdicts(work, len(inputs), out_dir / "verdicts.jsonl")
-    keys = ("documents", *stages.KINDS)
+    keys = ("documents", *KINDS)
     shard_rows = [
         {"input": source, "output": name, **{k: int(m[k]) for k in keys}}
         for source, name, m in zip(inputs, names, written, strict=True)

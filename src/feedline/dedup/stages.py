@@ -13,7 +13,7 @@ them, a killed run resumes task by task, and results equal the engine's document
    hashes for ``verify="exact"``, 16-bit signature slices for ``"estimate"``).
 2. **buckets** (one task per partition): a band key belongs to the partition of its
    ``(band, key range)`` cell, an exact key to the partition of its key range, so each key is in
-   exactly one partition. A task reads its slice of every shard, sorts, and writes the groups of
+   exactly one partition (the array kernels are :mod:`feedline.dedup.buckets`). A task reads its slice of every shard, sorts, and writes the groups of
    documents sharing a band key (candidate pairs: every pair within a group) and the exact
    duplicates (every later copy of a key, pointing at its first occurrence).
 3. **cluster** (one task, like datatrove's cluster step, then one **resolve** task per cluster
@@ -25,142 +25,46 @@ them, a killed run resumes task by task, and results equal the engine's document
    when C is not similar to A; candidates are verified lazily, so only the pairs the engine
    checks are checked.
 4. **write** (one task per input shard): verdicts of the shard's documents, the kept documents
-   re-read from the input and written exactly as ``feedline dedup`` writes them, and the
-   shard's verdict lines, both streamed; the driver joins those into ``verdicts.jsonl`` and
+   re-read from the input and written by :mod:`feedline.dedup.shards`, as ``feedline dedup``
+   writes them, and the shard's verdict lines, both streamed; the driver joins those into ``verdicts.jsonl`` and
    ``dedup.json``. (Keeping a serialised copy of every document from stage 1 instead measured
    no cheaper on local shards and more than doubled the work dir, so the input is read twice.)
 
-Documents are numbered globally in input order (shard offsets come from stage 1's markers).
+Documents are numbered globally in input order (shard offsets come from stage 1's markers);
+stages 1 and 4 read and name them with :mod:`feedline.dedup.shards`, as the engine's run does.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import hashlib
 import os
-import resource
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
-import zstandard
 
 from feedline.dedup.errors import DedupError
 from feedline.io import atomic_write
 from feedline.io.atomic import remove_stale_temps
-from feedline.io.jsonl import stream_jsonl
 
+from .buckets import (
+    band_partition,
+    bucket_groups,
+    connected_labels,
+    exact_duplicates,
+    exact_partition,
+    order_by,
+)
 from .engine import DedupConfig, _bbit_similarity, _jaccard_sorted, _sorted_unique
 from .lsh import LSHIndex
 from .minhash import MinHasher, mix64
+from .shards import DOC_IDS, KINDS, KeptShard, ShardDocuments, doc_id
+from .usage import start_usage, task_usage
 from .workdir import NpyRows, NpyWriter, WorkDir
 
 _BBIT_MASK = np.uint32(0xFFFF)
-KINDS = ("kept", "exact_dup", "near_dup")
-
-
-def doc_id(doc: dict[str, Any], shard: str, number: int) -> str:
-    """A document's id in verdicts: its ``id`` field, else ``<output name>:<line number>``."""
-    value = doc.get("id")
-    return f"{shard}:{number}" if value is None else str(value)
-
-
-# -- partitioning -------------------------------------------------------------------------------
-def _key_range(keys: np.ndarray, partitions: int) -> np.ndarray:
-    """Which of ``partitions`` equal ranges of the 64-bit key space each key falls in."""
-    return ((keys >> np.uint64(32)) * np.uint64(partitions)) >> np.uint64(32)
-
-
-def band_partition(bands: np.ndarray, keys: np.ndarray, partitions: int) -> np.ndarray:
-    """Partition of each ``(band, band key)``: the cell (band, key range) rotated by band, so
-    every partition gets one key range of every band (even sizes, and no band whole anywhere)."""
-    return ((bands.astype(np.uint64) + _key_range(keys, partitions)) % np.uint64(partitions)).astype(
-        np.int64
-    )
-
-
-def exact_partition(first_halves: np.ndarray, partitions: int) -> np.ndarray:
-    """Partition of each 128-bit exact key, from its first 64 bits' range."""
-    return _key_range(first_halves, partitions).astype(np.int64)
-
-
-def _order_by(part: np.ndarray, partitions: int) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(part, kind="stable")
-    offsets = np.searchsorted(part[order], np.arange(partitions + 1)).astype(np.int64)
-    return order, offsets
-
-
-def bucket_groups(bands: np.ndarray, keys: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Groups of >= 2 documents sharing a ``(band, key)``: ``members`` (each group's documents
-    ascending) and ``offsets`` (group ``g`` is ``members[offsets[g]:offsets[g + 1]]``)."""
-    if len(docs) == 0:
-        return np.empty(0, np.uint64), np.zeros(1, np.int64)
-    order = np.lexsort((docs, keys, bands))
-    b, k, d = bands[order], keys[order], docs[order]
-    new = np.empty(len(d), dtype=bool)
-    new[0] = True
-    new[1:] = (k[1:] != k[:-1]) | (b[1:] != b[:-1])
-    starts = np.flatnonzero(new)
-    sizes = np.diff(np.append(starts, len(d)))
-    multi = sizes >= 2
-    keep = np.repeat(multi, sizes)
-    members = d[keep].astype(np.uint64)
-    offsets = np.zeros(int(multi.sum()) + 1, dtype=np.int64)
-    np.cumsum(sizes[multi], out=offsets[1:])
-    return members, offsets
-
-
-def group_pairs(members: np.ndarray, offsets: np.ndarray) -> set[tuple[int, int]]:
-    """Every candidate pair ``(earlier, later)`` the groups stand for."""
-    pairs: set[tuple[int, int]] = set()
-    for g in range(len(offsets) - 1):
-        group = members[offsets[g] : offsets[g + 1]].tolist()
-        for i, a in enumerate(group):
-            for b in group[i + 1 :]:
-                pairs.add((a, b) if a < b else (b, a))
-    return pairs
-
-
-def exact_duplicates(keys: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(doc, first)`` for every document whose 128-bit key an earlier document has, by doc."""
-    if len(docs) == 0:
-        return np.empty(0, np.uint64), np.empty(0, np.uint64)
-    order = np.lexsort((docs, keys[:, 1], keys[:, 0]))
-    k, d = keys[order], docs[order].astype(np.uint64)
-    new = np.empty(len(d), dtype=bool)
-    new[0] = True
-    new[1:] = (k[1:, 0] != k[:-1, 0]) | (k[1:, 1] != k[:-1, 1])
-    first = d[np.flatnonzero(new)][np.cumsum(new) - 1]
-    dup = ~new
-    dup_doc, dup_of = d[dup], first[dup]
-    by_doc = np.argsort(dup_doc, kind="stable")
-    return dup_doc[by_doc], dup_of[by_doc]
-
-
-def connected_labels(u: np.ndarray, v: np.ndarray, nodes: int) -> np.ndarray:
-    """Union-find over ``nodes`` with edges ``u[i]-v[i]``, in array form: every root hooks onto
-    the smallest root it touches, then paths are compressed fully; repeat until no edge joins two
-    roots. Returns each node's root (the smallest node of its cluster)."""
-    label = np.arange(nodes, dtype=np.int64)
-    if len(u) == 0:
-        return label
-    while True:
-        lu, lv = label[u], label[v]
-        if np.array_equal(lu, lv):
-            return label
-        low = np.minimum(lu, lv)
-        np.minimum.at(label, lu, low)
-        np.minimum.at(label, lv, low)
-        while True:  # pointer jumping: every node points at its root
-            jumped = label[label]
-            if np.array_equal(jumped, label):
-                break
-            label = jumped
 
 
 # -- the plan every task gets -------------------------------------------------------------------
@@ -181,54 +85,10 @@ class Plan:
         return WorkDir(self.work_root, self.params)
 
 
-def _start_usage() -> tuple[float, int]:
-    """Start a task's accounting: reset this process's peak RSS (Linux ``clear_refs`` 5), so a
-    reused worker reports the task's own peak rather than its earlier tasks'."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass  # not Linux, or not allowed: the process's lifetime peak is reported instead
-    return time.process_time(), _rss("VmRSS:")
-
-
-def _rss(field: str = "VmHWM:") -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def _trim_heap() -> None:
-    """Give the heap pages this task freed back to the OS (glibc keeps them otherwise), so a
-    long-lived worker's RSS falls back to its idle size between tasks."""
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: pages stay, nothing breaks
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def _usage(started: tuple[float, int]) -> dict[str, Any]:
-    """CPU seconds of this task, its worker's peak RSS and the task's growth over the RSS it
-    started with (what the task itself needed; for the benchmark and ``dedup.json``)."""
-    peak = _rss()
-    _trim_heap()
-    return {"cpu_s": round(time.process_time() - started[0], 4), "peak_rss": peak,
-            "task_rss": max(0, peak - started[1]), "start_rss": started[1], "pid": os.getpid()}
-
-
-def _documents(plan: Plan, shard: int) -> Iterator[tuple[int, dict[str, Any], str]]:
-    source, name = plan.inputs[shard]
-    for number, doc in enumerate(stream_jsonl(source, skip_bad_lines=plan.skip_bad_lines)):
-        text = doc.get(plan.text_field)
-        if not isinstance(text, str):
-            raise DedupError(
-                f"{source}: document {number + 1} has no string field {plan.text_field!r} "
-                "(use --text-field)"
-            )
-        yield number, doc, text
+    def documents(self, shard: int) -> ShardDocuments:
+        """Input ``shard``'s documents, read as the one-process run reads them."""
+        return ShardDocuments(self.inputs[shard][0], text_field=self.text_field,
+                              skip_bad_lines=self.skip_bad_lines)
 
 
 # -- stage 1 ------------------------------------------------------------------------------------
@@ -277,7 +137,7 @@ class _Stage1Files:
 
     def add_runs(self, kind: tuple[tuple[str, Any, tuple[int, ...]], ...], arrays: list[np.ndarray],
                  part: np.ndarray, partitions: int, bounds: list[np.ndarray]) -> None:
-        order, offsets = _order_by(part, partitions)
+        order, offsets = order_by(part, partitions)
         for (name, _dtype, _shape), array in zip(kind, arrays, strict=True):
             self.writers[f"{name}.run"].append(array[order])
         bounds.append(offsets)
@@ -327,7 +187,7 @@ class _Stage1Files:
 def signatures_task(plan: Plan, shard: int) -> dict[str, Any]:
     """Stage 1 for one input shard (see the module docstring), streamed in steps of
     ``_SIGNATURE_BATCH`` documents so that memory does not grow with the shard."""
-    started = _start_usage()
+    started = start_usage()
     work = plan.work()
     config = plan.config
     bands, rows = config.banding()
@@ -366,8 +226,8 @@ def signatures_task(plan: Plan, shard: int) -> dict[str, Any]:
     try:
         ids: list[bytes] = []
         texts: list[str] = []
-        for number, doc, text in _documents(plan, shard):
-            ids.append(doc_id(doc, name, number).encode("utf-8"))
+        for line, doc, text in plan.documents(shard):
+            ids.append(doc_id(doc, name, line).encode("utf-8"))
             texts.append(text)
             if len(texts) == _SIGNATURE_BATCH:
                 flush(ids, texts)
@@ -377,8 +237,8 @@ def signatures_task(plan: Plan, shard: int) -> dict[str, Any]:
         files.abort()
         raise
     files.finish(plan.partitions)
-    info = {"documents": count, "indexed": indexed, "band_entries": indexed * bands}
-    return {**work.mark(base, info), **_usage(started)}
+    info = {"documents": count, "indexed": indexed, "band_entries": indexed * bands, "doc_ids": DOC_IDS}
+    return {**work.mark(base, info), **task_usage(started)}
 
 
 # -- stage 2 ------------------------------------------------------------------------------------
@@ -414,7 +274,7 @@ def read_partition(work: WorkDir, p: int, counts: list[int]) -> dict[str, np.nda
 
 def buckets_task(plan: Plan, p: int, counts: list[int]) -> dict[str, Any]:
     """Stage 2 for partition ``p``: candidate groups and exact duplicates within it."""
-    started = _start_usage()
+    started = start_usage()
     work = plan.work()
     entries = read_partition(work, p, counts)
     held = sum(a.nbytes for a in entries.values())
@@ -431,7 +291,7 @@ def buckets_task(plan: Plan, p: int, counts: list[int]) -> dict[str, Any]:
         "exact_dups": len(dup_doc),
         "index_bytes": held,
     }
-    return {**work.mark(base, info), **_usage(started)}
+    return {**work.mark(base, info), **task_usage(started)}
 
 
 # -- stage 3 ------------------------------------------------------------------------------------
@@ -465,7 +325,7 @@ def _unique_groups(members: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, 
 def cluster_task(plan: Plan) -> dict[str, Any]:
     """Stage 3a: exact duplicates gathered, groups without them, union-find, clusters split
     into ``plan.partitions`` resolve tasks (a cluster never split)."""
-    started = _start_usage()
+    started = start_usage()
     work = plan.work()
     parts = range(plan.partitions)
     exact_doc = np.concatenate([work.load(f"buckets/p{p:04d}/exact_doc.npy", mmap=False) for p in parts])
@@ -515,7 +375,7 @@ def cluster_task(plan: Plan) -> dict[str, Any]:
         "largest_cluster": int(cluster_sizes.max()),
         "index_bytes": int(members.nbytes + nodes.nbytes + label.nbytes + exact_doc.nbytes * 2),
     }
-    return {**work.mark("cluster/cluster", info), **_usage(started)}
+    return {**work.mark("cluster/cluster", info), **task_usage(started)}
 
 
 class _Similarity:
@@ -609,7 +469,7 @@ def resolve_groups(
 
 def resolve_task(plan: Plan, k: int, counts: list[int]) -> dict[str, Any]:
     """Stage 3b for cluster partition ``k``: near-duplicate verdicts of its clusters."""
-    started = _start_usage()
+    started = start_usage()
     work = plan.work()
     members = work.load(f"cluster/r{k:04d}_members.npy", mmap=False)
     offsets = work.load(f"cluster/r{k:04d}_offsets.npy", mmap=False)
@@ -622,7 +482,7 @@ def resolve_task(plan: Plan, k: int, counts: list[int]) -> dict[str, Any]:
     work.save(f"{base}_doc.npy", near_doc)
     work.save(f"{base}_of.npy", near_of)
     info = {"near_dups": len(near_doc), "checked_pairs": checked}
-    return {**work.mark(base, info), **_usage(started)}
+    return {**work.mark(base, info), **task_usage(started)}
 
 
 # -- stage 4 ------------------------------------------------------------------------------------
@@ -657,10 +517,10 @@ def _ids_of(work: WorkDir, docs: np.ndarray, counts: list[int]) -> dict[int, str
 
 
 def write_task(plan: Plan, shard: int, counts: list[int]) -> dict[str, Any]:
-    """Stage 4 for one input shard: its kept documents and verdict lines, streamed
-    ``_SIGNATURE_BATCH`` documents at a time (zstd's output does not depend on how its input is
-    cut, so the shard equals the engine's byte for byte)."""
-    started = _start_usage()
+    """Stage 4 for one input shard: its kept documents and verdict lines through the same
+    :class:`~feedline.dedup.shards.KeptShard` the one-process run writes with, streamed
+    ``_SIGNATURE_BATCH`` documents at a time (so the shard equals the engine's byte for byte)."""
+    started = start_usage()
     work = plan.work()
     source, name = plan.inputs[shard]
     lo = int(shard_offsets(counts)[shard])
@@ -672,34 +532,22 @@ def write_task(plan: Plan, shard: int, counts: list[int]) -> dict[str, Any]:
     lines_path = work.path(f"write/s{shard:05d}.jsonl")
     remove_stale_temps(out)
     remove_stale_temps(lines_path)
-    cctx = zstandard.ZstdCompressor(level=3)
-    seen = 0
-    with atomic_write(out, "wb") as raw_out, atomic_write(lines_path, "wb") as verdict_out:
-        writer = cctx.stream_writer(raw_out, closefd=False)
-        kept: list[bytes] = []
-        lines: list[bytes] = []
-        for number, doc, _text in _documents(plan, shard):
+    number = -1
+    with (
+        atomic_write(lines_path, "wb") as verdict_out,
+        KeptShard(out, name, verdict_out.write, batch=_SIGNATURE_BATCH) as kept,
+    ):
+        for number, (line, doc, _text) in enumerate(plan.documents(shard)):
             if number >= n:
                 raise DedupError(f"{source}: changed while deduplicating (more than {n} documents now)")
             k = kinds[number]
-            if k == 0:
-                kept.append(orjson.dumps(doc) + b"\n")
-                verdict = "kept"
-            else:
-                verdict = f"{KINDS[k]}_of:{ids[targets[number]]}"
-            lines.append(orjson.dumps({"id": doc_id(doc, name, number), "shard": name, "verdict": verdict}) + b"\n")
-            if len(lines) == _SIGNATURE_BATCH:
-                writer.write(b"".join(kept))
-                verdict_out.write(b"".join(lines))
-                kept, lines = [], []
-            seen = number + 1
-        writer.write(b"".join(kept))
-        verdict_out.write(b"".join(lines))
-        if seen != n:
-            raise DedupError(f"{source}: changed while deduplicating ({seen} documents now, {n} before)")
-        writer.close()  # ends the zstd frame; raw_out stays open
-    totals = {"documents": n, **dict(zip(KINDS, np.bincount(kind, minlength=3).tolist(), strict=True))}
-    return {**work.mark(f"write/s{shard:05d}", totals), **_usage(started)}
+            verdict = "kept" if k == 0 else f"{KINDS[k]}_of:{ids[targets[number]]}"
+            kept.add(doc_id(doc, name, line), doc, KINDS[k], verdict)
+        if number + 1 != n:
+            raise DedupError(f"{source}: changed while deduplicating ({number + 1} documents now, {n} before)")
+    totals: dict[str, Any] = kept.counts.to_dict()
+    del totals["bad_lines"]  # a bad line stops stage 1 unless skipped; the marker never had them
+    return {**work.mark(f"write/s{shard:05d}", {**totals, "doc_ids": DOC_IDS}), **task_usage(started)}
 
 
 def join_verdicts(work: WorkDir, shards: int, target: Path) -> str:

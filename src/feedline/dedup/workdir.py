@@ -4,8 +4,10 @@ Why: a run over many shards is killed sometimes; a rerun must redo only the task
 finish, and must never mix arrays made with other settings. So the first run records its
 parameters (dedup settings, partitions, every input's name, size and ETag/mtime) in
 ``params.json``; a rerun with different ones is refused. Each task writes its arrays with
-:func:`feedline.io.atomic_write` and then its ``<task>.done.json`` marker, also atomically: a
-marker exists only when every file it vouches for is complete.
+:func:`feedline.io.atomic_write` and then its ``<task>.done.json`` marker, a
+:class:`feedline.run.markers.DoneMarker` for the parameters' digest, also atomically: a marker
+exists only when every file it vouches for is complete. (The digest is the one this module
+always computed, so work dirs of earlier versions stay valid.)
 
 Arrays are plain ``.npy`` files (fixed-width numpy, memory-mapped by readers), never pickles.
 :class:`NpyWriter` writes one in pieces, so a task streaming over a large shard holds one batch,
@@ -14,9 +16,9 @@ not the shard; :class:`NpyRows` reads row ranges back without mapping the whole 
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO, Any
@@ -26,14 +28,10 @@ import orjson
 
 from feedline.dedup.errors import DedupError
 from feedline.io import atomic_write
+from feedline.run.markers import DoneMarker, params_digest
 
 PARAMS_NAME = "params.json"
 MARKER_SUFFIX = ".done.json"
-
-
-def params_digest(params: dict[str, Any]) -> str:
-    """A short stable digest of the parameters, stored in every marker."""
-    return hashlib.sha256(orjson.dumps(params, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -106,27 +104,21 @@ class WorkDir:
             f.write(data)
 
     # -- markers ----------------------------------------------------------------------------
-    def marker_path(self, task: str) -> Path:
-        return self.path(task + MARKER_SUFFIX)
+    def marker(self, task: str) -> DoneMarker:
+        """``<task>.done.json``, valid only for this run's parameters."""
+        return DoneMarker(str(self.path(task + MARKER_SUFFIX)), self.digest)
 
-    def done(self, task: str) -> dict[str, Any] | None:
-        """The marker of a finished task (its recorded counts), or None."""
-        path = self.marker_path(task)
-        try:
-            marker = orjson.loads(path.read_bytes())
-        except FileNotFoundError:
-            return None
-        except orjson.JSONDecodeError:
-            return None  # cannot happen with atomic installs; redo the task rather than trust it
-        if marker.get("params") != self.digest:
+    def done(self, task: str, require: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """The marker of a finished task (its recorded counts), or None; also None when it
+        lacks one of the ``require`` entries (a task whose output format changed since)."""
+        marker = self.marker(task).read()
+        if marker is None or any(marker.get(k) != v for k, v in (require or {}).items()):
             return None
         return marker
 
     def mark(self, task: str, info: dict[str, Any]) -> dict[str, Any]:
-        marker = {"params": self.digest, **info}
-        with atomic_write(self.marker_path(task), "wb") as f:
-            f.write(orjson.dumps(marker))
-        return marker
+        """Record ``task`` as done with ``info``, after every file it vouches for is installed."""
+        return self.marker(task).write(**info)
 
 
 def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
