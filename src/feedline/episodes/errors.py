@@ -22,9 +22,11 @@ __all__ = [
     "EpisodesError",
     "EpisodeTooLargeError",
     "FrameTimestampError",
+    "IndexDamaged",
     "Mp4Error",
     "PlanError",
     "ResumeMismatchError",
+    "SidecarDamaged",
     "SidecarError",
     "StreamingError",
     "SynthError",
@@ -138,6 +140,16 @@ def _gb_at_least(nbytes: int) -> str:
 
 class SidecarError(EpisodesError):
     """The MP4 sidecar index of a video cannot be built, loaded or used."""
+
+
+class SidecarDamaged(SidecarError):
+    """A sidecar archive that is not what its writer wrote (truncated, bad CRC, missing members,
+    a malformed ``meta.json``): a cache of ours to rebuild, a published one to ignore."""
+
+
+class IndexDamaged(SidecarError):
+    """A derived-index folder that fails its checks (rebuilt by
+    :func:`~feedline.episodes.video.index.derived_tables`)."""
 
 
 class Mp4Error(SidecarError):
