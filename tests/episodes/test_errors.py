@@ -21,7 +21,7 @@ from feedline.episodes.errors import EpisodeTooLargeError
 def test_byte_budget_error_uses_fitting_units(episode_bytes, budget_bytes, workers, size):
     message = str(
         EpisodeTooLargeError(
-            7, episode_bytes, budget_bytes, rank_budget_bytes=budget_bytes * workers, num_workers=workers
+            7, episode_bytes, budget_bytes, rank_budget_bytes=budget_bytes * workers, parts=workers
         )
     )
     assert f"episode 7 needs {size} of MP4+Parquet payload" in message

@@ -21,6 +21,7 @@ import torch
 from feedline.episodes.assemble import SampleSpec
 from feedline.episodes.errors import EpisodeDatasetError
 from feedline.episodes.format import DatasetMeta, EpisodeTable, load_meta
+from feedline.episodes.settings import setting
 from feedline.episodes.windows import delta_indices
 from feedline.errors import FeedlineError
 from feedline.io import Store, open_store
@@ -28,8 +29,8 @@ from feedline.io.errors import is_transport_error
 from feedline.validate import check_int
 
 DEFAULT_TOLERANCE_S = 1e-4  # LeRobot's default frame-timestamp tolerance
-DEFAULT_DECODER_CACHE_SIZE = 8
-DEFAULT_SIDECAR_LOCK_TIMEOUT_S = 1800.0
+DEFAULT_DECODER_CACHE_SIZE = 8  # map-style, per process; streaming derives its own from the pool
+DEFAULT_SIDECAR_LOCK_TIMEOUT_S: float = setting("sidecar_lock_timeout_s").default
 
 
 def resolve_root(

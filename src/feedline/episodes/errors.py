@@ -22,9 +22,11 @@ __all__ = [
     "EpisodesError",
     "EpisodeTooLargeError",
     "FrameTimestampError",
+    "IndexDamaged",
     "Mp4Error",
     "PlanError",
     "ResumeMismatchError",
+    "SidecarDamaged",
     "SidecarError",
     "StreamingError",
     "SynthError",
@@ -70,8 +72,9 @@ class EpisodeTooLargeError(StreamingError):
         budget_bytes: the budget it does not fit (one worker's share, or the rank's).
         rank_budget_bytes: the whole rank's budget, named as ``byte_budget_gb``. Default
             ``None``: ``budget_bytes``.
-        num_workers: DataLoader workers sharing the rank budget (>1: the message says the
-            worker's share is 1/N). Default 1.
+        parts: DataLoader workers sharing the rank budget, at least 1 (a
+            :class:`~feedline.episodes.schedule.slot.WorkerSlot`'s ``parts``; >1: the message
+            says the worker's share is 1/N). Default 1.
     """
 
     def __init__(
@@ -81,13 +84,13 @@ class EpisodeTooLargeError(StreamingError):
         budget_bytes: int,
         *,
         rank_budget_bytes: int | None = None,
-        num_workers: int = 1,
+        parts: int = 1,
     ) -> None:
         self.episode_index = episode_index
         self.episode_bytes = episode_bytes
         self.budget_bytes = budget_bytes
         rank_budget = budget_bytes if rank_budget_bytes is None else rank_budget_bytes
-        workers = max(1, num_workers)
+        workers = parts
         if workers > 1:
             where = (
                 f"the byte budget of one DataLoader worker ({_size(budget_bytes)}, 1/{workers} of "
@@ -138,6 +141,16 @@ def _gb_at_least(nbytes: int) -> str:
 
 class SidecarError(EpisodesError):
     """The MP4 sidecar index of a video cannot be built, loaded or used."""
+
+
+class SidecarDamaged(SidecarError):
+    """A sidecar archive that is not what its writer wrote (truncated, bad CRC, missing members,
+    a malformed ``meta.json``): a cache of ours to rebuild, a published one to ignore."""
+
+
+class IndexDamaged(SidecarError):
+    """A derived-index folder that fails its checks (rebuilt by
+    :func:`~feedline.episodes.video.index.derived_tables`)."""
 
 
 class Mp4Error(SidecarError):

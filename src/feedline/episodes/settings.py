@@ -1,34 +1,302 @@
-"""How the episode reader's settings are spelled: the Python keyword and the command-line flag.
+"""The streaming reader's settings table: every setting once, with its default, unit, flag and help.
+
+Why one table: a setting used to be declared in the reader's constructor, in the command line's
+flags, in the flag-to-keyword table and as a module constant, and its GiB turned into bytes in
+several places; a default or a flag could change in one of them and not the others. Here each
+setting is one :class:`Setting` row: the reader's own knobs are the fields of the frozen
+:class:`StreamingSettings` (validated once, bytes computed once), the rest (options the store or
+the map-style base takes, ``feedline train``'s own flags) are :data:`OTHER_SETTINGS`. The
+constructor's keywords, ``feedline train``'s flags, the checkpoint's order settings and the
+settings table of ``docs/episodes.md`` (:func:`settings_markdown`) all come from here.
 
 Errors name a setting the way the caller spelled it. In Python that is the keyword the
 constructor takes (``byte_budget_gb``), so every message is built from the keyword. A command
 line that exposes the same setting as a flag (``feedline train
 --dataset.streaming_byte_budget_gb``, lerobot-train's spelling) shows the same error through
-:func:`cli_message`, which swaps each keyword for its flag. :data:`CLI_FLAGS` is the one place
-the two spellings meet: add a row when a setting gains a flag.
+:func:`cli_message`, which swaps each keyword for its flag (:data:`CLI_FLAGS`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-__all__ = ["CLI_FLAGS", "cli_message"]
+from feedline.episodes.errors import StreamingError
+from feedline.validate import check_int
 
-#: Python keyword -> the flag a ``feedline train`` command line uses for it (lerobot-train's).
+__all__ = [
+    "CLI_FLAGS",
+    "DEFAULTS",
+    "DEFAULT_SEED",
+    "NONE_SEED",
+    "OTHER_SETTINGS",
+    "SETTINGS_TABLE",
+    "Setting",
+    "StreamingSettings",
+    "cli_message",
+    "gib_bytes",
+    "resolve_seed",
+    "setting",
+    "settings_markdown",
+]
+
+DEFAULT_SEED = 1000  # lerobot-train's default --seed: the same run config gives the same order
+NONE_SEED = 42  # seed=None must still agree on every rank/worker with no communication; 42 is
+# the seed LeRobot's StreamingLeRobotDataset uses when none is given
+
+
+def gib_bytes(gib: float) -> int:
+    """A ``*_gb`` setting (GiB) in bytes: the one place the unit is converted."""
+    return int(gib * 2**30)
+
+
+def resolve_seed(seed: Any) -> int:
+    """``None`` -> :data:`NONE_SEED`; otherwise a non-negative int."""
+    if seed is None:
+        return NONE_SEED
+    if isinstance(seed, bool) or not hasattr(seed, "__index__") or int(seed) < 0:
+        raise StreamingError(f"seed must be a non-negative integer or None, got {seed!r}")
+    return int(seed)
+
+
+def _strategy(value: Any) -> str:
+    from feedline.episodes.schedule.strategies import get_strategy  # numpy: only when checked
+
+    get_strategy(value, setting="sampling_strategy")
+    return value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the settings table.
+
+    Args:
+        keyword: the Python name: a :class:`StreamingSettings` field, a keyword the map-style
+            base takes, a storage option (``target="storage"``) or ``feedline train``'s own
+            (``target="train"``).
+        default: the production default (``None``: unset, or derived as ``shown`` says).
+        unit: what one unit of it is, and whether it is per rank or per worker.
+        flag: the ``feedline train`` flag.
+        help: one line for ``--help`` and the docs.
+        kind: the value's type: ``int``, ``float``, ``str``, ``bool`` or ``dict`` (JSON).
+        minimum: the smallest accepted value (numbers). Default ``None``: no bound.
+        above: the value must be greater than ``minimum``, not equal. Default ``False``.
+        optional: ``None`` is accepted (``--flag=null``). Default ``False``.
+        target: where the value goes: ``"dataset"``, ``"storage"`` or ``"train"``. Default
+            ``"dataset"``.
+        lerobot_flag: the flag is lerobot-train's own, which feedline reads from LeRobot's
+            config rather than parsing it. Default ``False``.
+        shown: the default as the docs say it, when a value alone does not. Default ``None``.
+        python: the Python spelling in the docs, when it is not ``keyword``. Default ``None``.
+        null_flag: the flag also takes ``null``: the default (``feedline train``'s, when it has
+            one). Default ``False``; always so when ``optional``.
+        order_key: the key under which the value enters a checkpoint's order settings (changing
+            it changes the anchor order). Default ``None``: it does not.
+        check: validates and normalises a value (else by ``kind`` and ``minimum``). Default
+            ``None``.
+    """
+
+    keyword: str
+    default: Any
+    unit: str
+    flag: str
+    help: str
+    kind: type
+    minimum: float | None = None
+    above: bool = False
+    optional: bool = False
+    target: str = "dataset"
+    lerobot_flag: bool = False
+    shown: str | None = None
+    python: str | None = None
+    null_flag: bool = False
+    order_key: str | None = None
+    check: Callable[[Any], Any] | None = None
+
+    def validate(self, value: Any) -> Any:
+        """``value`` checked and normalised, or a one-line ``StreamingError`` naming the keyword."""
+        if self.check is not None:
+            return self.check(value)
+        if value is None and self.optional:
+            return None
+        if self.kind is int:
+            return check_int(self.keyword, value, minimum=self.minimum, error=StreamingError)
+        if self.kind is float:
+            bound = self.minimum
+            if bound is not None and not (value > bound if self.above else value >= bound):
+                raise StreamingError(
+                    f"{self.keyword} must be {'>' if self.above else '>='} {bound:g}, got {value!r}"
+                )
+            return float(value)
+        if self.kind is bool:
+            return bool(value)
+        return value
+
+
+def _row(default: Any, **spec: Any) -> Any:
+    """A :class:`StreamingSettings` field whose row of the table is in its metadata."""
+    return field(default=default, metadata={"setting": spec})
+
+
+_POOL_FLAG = "--dataset.streaming_"
+
+
+@dataclass(frozen=True)
+class StreamingSettings:
+    """The streaming reader's own settings, validated once (see the module docstring).
+
+    Every field is one keyword of :class:`~feedline.episodes.stream.dataset.StreamingEpisodeDataset`,
+    documented there; each field's metadata holds its row of the table (:meth:`rows`). Per-rank
+    limits are split per worker by :class:`~feedline.episodes.schedule.slot.WorkerSlot`.
+
+    Args:
+        episode_pool_size: most whole episodes mixed per rank.
+        sampling_strategy: the pool's strategy name.
+        prefetch_episodes: episodes fetched ahead per worker.
+        byte_budget_gb: most GiB of fetched payload per rank.
+        decode_threads: sample-assembly and decode threads per worker.
+        decoded_queue_size: decoded samples held ahead per worker.
+        decoded_cache_gb: most GiB of decoded frames per rank.
+        decoder_cache_size: most open decoders per rank (``None``: 2 x pool x cameras).
+        max_num_shards: episodes fetched in parallel per worker.
+        seed: the order seed; ``None`` is :data:`NONE_SEED` (stored resolved).
+        allow_order_change: resume under other order settings at an epoch boundary.
+    """
+
+    episode_pool_size: int = _row(
+        32, kind=int, minimum=1, unit="episodes per rank, /N per worker",
+        flag=_POOL_FLAG + "episode_pool_size", help="most whole episodes a worker mixes",
+        order_key="pool_size")
+    sampling_strategy: str = _row(
+        "remaining", kind=str, unit="name", flag=_POOL_FLAG + "sampling_strategy",
+        help="`remaining`: draw weighted by remaining frames; `round_robin`: each round shuffle "
+             "the resident episodes and take one shuffled frame of each (episodes admitted "
+             "mid-round join the next)",
+        order_key="strategy", check=_strategy)
+    prefetch_episodes: int = _row(
+        8, kind=int, minimum=0, unit="episodes per worker", flag=_POOL_FLAG + "prefetch_episodes",
+        help="episodes prefetched per worker pool")
+    byte_budget_gb: float = _row(
+        8.0, kind=float, minimum=0, above=True, unit="GiB per rank, /N per worker",
+        flag=_POOL_FLAG + "byte_budget_gb",
+        help="most fetched payload (mini-MP4s + Parquet rows) held", order_key="byte_budget")
+    decode_threads: int = _row(
+        2, kind=int, minimum=1, unit="threads per worker", flag=_POOL_FLAG + "decode_threads",
+        help="sample-assembly and decode threads")
+    decoded_queue_size: int = _row(
+        8, kind=int, minimum=1, unit="samples per worker", flag=_POOL_FLAG + "decoded_queue_size",
+        help="decoded samples buffered ahead, in schedule order")
+    decoded_cache_gb: float = _row(
+        4.0, kind=float, minimum=0, unit="GiB per rank, /N per worker",
+        flag=_POOL_FLAG + "decoded_cache_gb", null_flag=True,
+        help="most decoded frames held; within it each resident frame is decoded once")
+    decoder_cache_size: int | None = _row(
+        None, kind=int, minimum=0, optional=True, unit="decoders per rank, /N per worker",
+        flag="--dataset.video_decoder_cache_size", shown="2 × pool × cameras",
+        help="open video decoders (LRU): two per resident episode and camera (one decoding "
+             "forward, one filling the frames before where its first sample started)")
+    max_num_shards: int = _row(
+        16, kind=int, minimum=1, unit="episodes per worker", flag="--dataset.max_num_shards",
+        null_flag=True,
+        shown="16 (`feedline train`: `--num_workers`, at least 1)",
+        help="episodes fetched in parallel")
+    seed: int | None = _row(
+        DEFAULT_SEED, kind=int, optional=True, unit="seed", flag="--seed", lerobot_flag=True,
+        shown=f"{DEFAULT_SEED} (`None` / `--seed=null`: {NONE_SEED})",
+        help="with the epoch, the order of episodes and anchors", order_key="seed",
+        check=resolve_seed)
+    allow_order_change: bool = _row(
+        False, kind=bool, unit="flag", flag=_POOL_FLAG + "allow_order_change", target="train",
+        help="resume under other order settings at the nearest epoch boundary")
+
+    def __post_init__(self) -> None:
+        for row in self.rows():  # the one validation of every setting, in table order
+            object.__setattr__(self, row.keyword, row.validate(getattr(self, row.keyword)))
+
+    @classmethod
+    def rows(cls) -> tuple[Setting, ...]:
+        """This class's rows of the table, in field order."""
+        return tuple(
+            Setting(keyword=f.name, default=f.default, **f.metadata["setting"]) for f in fields(cls)
+        )
+
+    @property
+    def byte_budget_bytes(self) -> int:
+        """``byte_budget_gb`` in bytes: the budget of one rank, shared by its workers."""
+        return gib_bytes(self.byte_budget_gb)
+
+    @property
+    def decoded_cache_bytes(self) -> int:
+        """``decoded_cache_gb`` in bytes: the decoded-frame limit of one rank."""
+        return gib_bytes(self.decoded_cache_gb)
+
+    def order_settings(self) -> dict[str, Any]:
+        """The settings that fix the anchor order, as a checkpoint stores them: ``seed``,
+        ``strategy`` and the pool's (:attr:`pool_settings`)."""
+        return {"seed": self.seed, "strategy": self.sampling_strategy,
+                "pool_settings": self.pool_settings}
+
+    @property
+    def pool_settings(self) -> dict[str, Any]:
+        """Every pool knob that changes the anchor order, as a checkpoint stores it (bytes)."""
+        return {
+            row.order_key: self._converted(row) for row in self.rows()
+            if row.order_key is not None and row.order_key not in ("seed", "strategy")
+        }
+
+    def _converted(self, row: Setting) -> Any:
+        value = getattr(self, row.keyword)
+        return gib_bytes(value) if row.unit.startswith("GiB") else value
+
+
+#: The production defaults, as one value (``DEFAULTS.byte_budget_gb``).
+DEFAULTS = StreamingSettings()
+
+#: Rows that are not the reader's own knobs: a keyword of the map-style base, store options and
+#: ``feedline train``'s own flags.
+OTHER_SETTINGS: tuple[Setting, ...] = (
+    Setting("sidecar_lock_timeout_s", 1800.0, "seconds",
+            _POOL_FLAG + "sidecar_lock_timeout_s",
+            "to wait for another process's sidecar build", float, minimum=0),
+    Setting("max_connections", None, "connections per rank",
+            _POOL_FLAG + "native_http_connections", "most native HTTP connections (http(s) roots)",
+            int, minimum=1, optional=True, target="storage", shown="unset (16)",
+            python='storage_options={"max_connections": N}'),
+    Setting("subranges", None, "sub-ranges per read", _POOL_FLAG + "native_http_subranges",
+            "concurrent sub-ranges per native HTTP range read", int, minimum=1, optional=True,
+            target="storage", shown="1", python='storage_options={"subranges": N}'),
+    Setting("storage_options", None, "JSON object", "--dataset.storage_options",
+            "store options (s3fs: `endpoint_url`, `anon`, `key`/`secret`; Hub: `token`); "
+            "credentials also come from the environment", dict, optional=True, target="train",
+            shown="`{}`"),
+    Setting("sample_log", None, "path", _POOL_FLAG + "sample_log",
+            "append each batch's sample ids (JSON lines, one per batch and rank) to this file",
+            str, optional=True, target="train", shown="unset", python="(`feedline train` only)"),
+)
+
+#: The whole table: the reader's own settings, then the others.
+SETTINGS_TABLE: tuple[Setting, ...] = StreamingSettings.rows() + OTHER_SETTINGS
+
+
+
+def setting(keyword: str) -> Setting:
+    """The table's row of ``keyword`` (a ``KeyError`` naming it if there is none)."""
+    for row in SETTINGS_TABLE:
+        if row.keyword == keyword:
+            return row
+    raise KeyError(keyword)
+
+
+#: Keywords of the DataLoader's that resume errors name, and the flags lerobot-train gives them.
+_LOADER_FLAGS = {"num_workers": "--num_workers", "batch_size": "--batch_size"}
+
+#: Python keyword -> the flag a ``feedline train`` command line uses for it (lerobot-train's):
+#: every reader keyword of the table, plus the DataLoader's.
 CLI_FLAGS: dict[str, str] = {
-    "episode_pool_size": "--dataset.streaming_episode_pool_size",
-    "sampling_strategy": "--dataset.streaming_sampling_strategy",
-    "prefetch_episodes": "--dataset.streaming_prefetch_episodes",
-    "byte_budget_gb": "--dataset.streaming_byte_budget_gb",
-    "decode_threads": "--dataset.streaming_decode_threads",
-    "decoded_queue_size": "--dataset.streaming_decoded_queue_size",
-    "decoder_cache_size": "--dataset.video_decoder_cache_size",
-    "decoded_cache_gb": "--dataset.streaming_decoded_cache_gb",
-    "sidecar_lock_timeout_s": "--dataset.streaming_sidecar_lock_timeout_s",
-    "max_num_shards": "--dataset.max_num_shards",
-    "seed": "--seed",
-    "num_workers": "--num_workers",
-    "batch_size": "--batch_size",
+    **{row.keyword: row.flag for row in SETTINGS_TABLE if row.target == "dataset"},
+    **_LOADER_FLAGS,
 }
 
 # A keyword counts only as a whole name: not inside a longer identifier, a flag or a dotted path.
@@ -40,3 +308,27 @@ _KEYWORD = re.compile(
 def cli_message(error: BaseException | str) -> str:
     """``error``'s message with every setting keyword replaced by its command-line flag."""
     return _KEYWORD.sub(lambda match: CLI_FLAGS[match.group(1)], str(error))
+
+
+def _shown(row: Setting) -> str:
+    if row.shown is not None:
+        return row.shown
+    value = row.default
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return f"`{value}`"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def settings_markdown() -> str:
+    """The settings table of ``docs/episodes.md`` (a test keeps the two equal)."""
+    lines = ["| keyword | flag | default | unit | meaning |", "|---|---|---|---|---|"]
+    for row in SETTINGS_TABLE:
+        python = row.python if row.python is not None else f"`{row.keyword}`"
+        python = python if python.startswith("(") else (
+            python if python.startswith("`") else f"`{python}`")
+        lines.append(f"| {python} | `{row.flag}` | {_shown(row)} | {row.unit} | {row.help} |")
+    return "\n".join(lines)

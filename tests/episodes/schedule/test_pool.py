@@ -19,14 +19,8 @@ from hypothesis import strategies as st
 
 from feedline.episodes.errors import EpisodeTooLargeError, ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.plan import plan_shards
-from feedline.episodes.schedule.pool import (
-    DEFAULT_SEED,
-    NONE_SEED,
-    STRATEGIES,
-    EpisodePool,
-    resolve_seed,
-    worker_share,
-)
+from feedline.episodes.schedule.pool import STRATEGIES, EpisodePool
+from feedline.episodes.schedule.slot import WorkerSlot
 from tests.episodes.resume_harness import Epochs, check_resume, resume_points
 from tests.episodes.sched_data import Selection, make_selection, selections
 
@@ -71,7 +65,7 @@ def check_epoch_coverage(
     seen = np.zeros(sel.total, dtype=np.int64)
     sizes = {e: 1000 + 37 * n for e, n in sel.lengths.items()}  # payload grows with length
     for rank, parts in enumerate(plan):
-        pool_size = worker_share(pool_per_rank, len(parts))
+        pool_size = WorkerSlot(num_workers=len(parts)).share(pool_per_rank)
         for worker, order in enumerate(parts):
             budget = None
             if with_bytes:  # tight: the largest episode plus a little
@@ -344,18 +338,12 @@ def test_load_state_refuses_other_settings() -> None:
 # ---- inputs --------------------------------------------------------------------------------
 
 
-def test_seed_constants() -> None:
-    assert (DEFAULT_SEED, NONE_SEED) == (1000, 42)
-    assert resolve_seed(None) == 42 and resolve_seed(7) == 7
+def test_seed_none_is_the_fixed_streaming_seed() -> None:
     a = drain(EpisodePool([0, 1], [5, 5], seed=None))
     b = drain(EpisodePool([0, 1], [5, 5], seed=42))
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     with pytest.raises(StreamingError, match="seed"):
-        resolve_seed(-1)
-
-
-def test_worker_share() -> None:
-    assert worker_share(32, 0) == 32 and worker_share(32, 4) == 8 and worker_share(3, 8) == 1
+        EpisodePool([0], [1], seed=-1)
 
 
 def test_bad_inputs() -> None:

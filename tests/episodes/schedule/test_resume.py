@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from feedline.episodes.errors import ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.plan import plan_shards
-from feedline.episodes.schedule.pool import STRATEGIES, EpisodePool, worker_share
+from feedline.episodes.schedule.pool import STRATEGIES, EpisodePool
 from feedline.episodes.schedule.resume import (
     ConsumptionTracker,
     ResumePosition,
@@ -28,6 +28,8 @@ from feedline.episodes.schedule.resume import (
     sampler_identity,
     worker_offsets,
 )
+from feedline.episodes.schedule.slot import WorkerSlot
+from feedline.episodes.schedule.state import Stateful
 from tests.episodes.resume_harness import check_resume, json_roundtrip, resume_points
 from tests.episodes.sched_data import Selection, make_selection, selections
 
@@ -55,7 +57,7 @@ def worker_pools(lengths: Mapping[int, int], s: ResumeSettings, rank: int,
             pools.append(None)  # the plan leaves this worker idle
             continue
         pool = EpisodePool(plan[part], lengths, strategy=s.strategy,
-                           pool_size=worker_share(s.pool_settings["pool_size"], len(plan)),
+                           pool_size=WorkerSlot(num_workers=len(plan)).share(s.pool_settings["pool_size"]),
                            seed=s.seed, epoch=pos.epoch, rank=rank, worker=part)
         pool.skip(pos.offset_for_worker(w))
         pools.append(pool)
@@ -77,7 +79,7 @@ def reference_loader(pools: list[EpisodePool | None], batch_size: int,
             yield batch
 
 
-class SimulatedRank:
+class SimulatedRank(Stateful):
     """Batches a training loop on one rank consumes over ``epochs`` epochs; resumable."""
 
     def __init__(self, lengths: Mapping[int, int], s: ResumeSettings, rank: int, epochs: int = 2,

@@ -42,6 +42,11 @@ from feedline.io.store import LocalStore, RangedFile
 TOLERANCE_S = 1e-4
 
 
+def worker() -> dict:
+    """What a worker passes every fetch: its own decoded-frame memory, the tolerance."""
+    return {"decoded": DecodedFrames(2**30, 8), "tolerance_s": TOLERANCE_S}
+
+
 class RecordingStore(LocalStore):
     """A local folder that reads like a remote store and records every byte range it serves."""
 
@@ -137,7 +142,7 @@ def test_row_groups_are_pruned_by_statistics_and_kept_without_them(copied: Path)
     unpruned = Opened(copied)
     everything = sum(end - start for start, end in groups)
     assert unpruned.parquet[2] == unpruned.parquet[3] == everything  # no statistics: candidates
-    payload = fetch_episode(unpruned.store, unpruned.reader, unpruned.table, unpruned.spans[3])
+    payload = fetch_episode(unpruned.store, unpruned.reader, unpruned.table, unpruned.spans[3], **worker())
     assert payload.data.columns["index"].tolist() == list(range(72, 82))  # filtered to episode 3
     assert [row_identity(s) for s in payload.data.columns["observation.state"]] == [
         (3, k) for k in range(10)
@@ -167,7 +172,7 @@ def test_fetch_reads_exactly_the_planned_byte_ranges(opened: Opened, episode: in
     spans: EpisodeSpans = opened.spans[episode]
     i = spans.position
     opened.store.reads.clear()
-    payload = fetch_episode(opened.store, opened.reader, opened.table, spans)
+    payload = fetch_episode(opened.store, opened.reader, opened.table, spans, **worker())
 
     video_paths = {key: paths[i] for key, paths in opened.table.video_path.items()}
     data_path = opened.table.data_path[i]
@@ -203,11 +208,11 @@ def test_with_the_footers_read_once_a_fetch_reads_only_the_episodes_row_group(op
     for episode in (0, 1):  # two episodes of one data file
         spans = opened.spans[episode]
         opened.store.reads.clear()
-        with_footer = fetch_episode(opened.store, opened.reader, opened.table, spans, footers)
+        with_footer = fetch_episode(opened.store, opened.reader, opened.table, spans, footers, **worker())
         data_path = opened.table.data_path[spans.position]
         group = _row_group_spans(opened.root / data_path)[episode % 2]
         assert opened.store.reads_of(data_path) == [group]  # no footer read
-        plain = fetch_episode(opened.store, opened.reader, opened.table, spans)
+        plain = fetch_episode(opened.store, opened.reader, opened.table, spans, **worker())
         for name, values in plain.data.columns.items():
             assert np.array_equal(with_footer.data.columns[name], values), name
 
@@ -217,12 +222,12 @@ def test_with_the_footers_read_once_a_fetch_reads_only_the_episodes_row_group(op
 
 def test_frames_are_decoded_from_memory_and_equal_the_map_style_reader(opened: Opened) -> None:
     episode = 1  # frames 1.2 s into a file shared with episode 0
-    payload = fetch_episode(opened.store, opened.reader, opened.table, opened.spans[episode])
+    payload = fetch_episode(opened.store, opened.reader, opened.table, opened.spans[episode], **worker())
     key = "observation.images.cam_1"
     path = payload.data.video_path[key]
     stamps = [1.2 + k / 10 for k in (0, 1, 7, 19)]
     opened.store.reads.clear()
-    got = payload.frames(opened.reader, key, stamps, TOLERANCE_S)
+    got = payload.frames(key, stamps)
     assert opened.store.reads == []  # no I/O: the fetched mini-MP4 holds every frame
     assert payload.outside_fetches == 0
     assert [decode_identity(image) for image in got] == [(1, 1, k) for k in (0, 1, 7, 19)]
@@ -231,10 +236,10 @@ def test_frames_are_decoded_from_memory_and_equal_the_map_style_reader(opened: O
 
 
 def test_a_frame_outside_the_fetched_span_is_read_and_counted(opened: Opened) -> None:
-    payload = fetch_episode(opened.store, opened.reader, opened.table, opened.spans[1])
+    payload = fetch_episode(opened.store, opened.reader, opened.table, opened.spans[1], **worker())
     key = "observation.images.cam_0"
     opened.store.reads.clear()
-    got = payload.frames(opened.reader, key, [0.3], TOLERANCE_S)  # episode 0's frame 3
+    got = payload.frames(key, [0.3])  # episode 0's frame 3
     assert decode_identity(got[0]) == (0, 0, 3)
     assert payload.outside_fetches == 1 and opened.store.reads  # the fallback read it
 
@@ -249,7 +254,7 @@ def test_a_missing_data_file_is_named(copied: Path) -> None:
     with pytest.raises(EpisodeFormatError, match=rf"{copied / missing}: data file not found"):
         parquet_episode_bytes(opened.store, opened.table)
     with pytest.raises(EpisodeFormatError, match=rf"{copied / missing}: data file not found"):
-        fetch_episode(opened.store, opened.reader, opened.table, opened.spans[2])
+        fetch_episode(opened.store, opened.reader, opened.table, opened.spans[2], **worker())
 
 
 def test_a_video_cut_short_after_planning_is_named(copied: Path) -> None:
@@ -257,15 +262,15 @@ def test_a_video_cut_short_after_planning_is_named(copied: Path) -> None:
     video = opened.table.video_path["observation.images.cam_0"][2]
     (copied / video).write_bytes((copied / video).read_bytes()[:1000])
     with pytest.raises(StoreError, match=str(copied / video)):
-        fetch_episode(opened.store, opened.reader, opened.table, opened.spans[2])
+        fetch_episode(opened.store, opened.reader, opened.table, opened.spans[2], **worker())
 
 
 def test_a_time_outside_the_video_is_named(opened: Opened) -> None:
-    payload = fetch_episode(opened.store, opened.reader, opened.table, opened.spans[3])
+    payload = fetch_episode(opened.store, opened.reader, opened.table, opened.spans[3], **worker())
     key = "observation.images.cam_0"
     path = payload.data.video_path[key]
     with pytest.raises(FrameTimestampError, match=rf"{opened.store.url(path)}: no frame within"):
-        payload.frames(opened.reader, key, [0.0, 7.5], TOLERANCE_S)
+        payload.frames(key, [0.0, 7.5])
 
 
 # ---- decoded frames are released after their last sample ---------------------------------------
@@ -280,11 +285,10 @@ def test_frames_are_released_after_their_last_sample(opened: Opened, av1_dataset
     ref = EpisodeDataset(root=str(av1_dataset.root), delta_timestamps={cam: [-0.2, -0.1, 0.0]},
                          return_uint8=True)
     spec = ref.sample_spec
-    payload = fetch_episode(opened.store, opened.reader, opened.table, opened.spans[1])
     decoded = DecodedFrames(2**30, 8)
-
-    def decode(key: str, path: str, stamps: list[float]) -> list[np.ndarray]:
-        return payload.frames(opened.reader, key, stamps, TOLERANCE_S, decoded)
+    payload = fetch_episode(opened.store, opened.reader, opened.table, opened.spans[1],
+                            decoded=decoded, tolerance_s=TOLERANCE_S)
+    decode = payload.decode
 
     length = payload.data.length
     frames = list(range(length))

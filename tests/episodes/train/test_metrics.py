@@ -29,3 +29,11 @@ def test_window_percentiles_counters_and_first_batch_once() -> None:
     later = metrics.window()
     assert "first_batch_s" not in later  # said once
     assert later["batch_wait_p50_s"][0] == pytest.approx(0.5)  # a new window
+
+
+def test_every_logged_counter_is_one_the_reader_shares() -> None:
+    """The log line names counters by the fields of the reader's counter dataclasses."""
+    from feedline.episodes.stream.board import COUNTERS as SHARED
+    from feedline.episodes.train.metrics import COUNTERS
+
+    assert set(COUNTERS) <= set(SHARED)

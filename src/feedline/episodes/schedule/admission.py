@@ -35,19 +35,12 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from feedline.episodes.errors import EpisodeTooLargeError, StreamingError
-from feedline.episodes.schedule.pool import DEFAULT_POOL_SIZE, worker_share
+from feedline.episodes.errors import StreamingError
+from feedline.episodes.schedule.slot import WorkerSlot, check_episode_sizes
+from feedline.episodes.settings import DEFAULTS, gib_bytes
 from feedline.validate import check_int
 
-__all__ = [
-    "DEFAULT_BYTE_BUDGET_GB",
-    "DEFAULT_PREFETCH_EPISODES",
-    "EpisodeByteCache",
-    "EpisodePhase",
-]
-
-DEFAULT_BYTE_BUDGET_GB = 8.0  # per rank; enough for 32 episodes of ~250 MB of compressed video
-DEFAULT_PREFETCH_EPISODES = 8  # per worker pool: covers fetch latency of the next admissions
+__all__ = ["EpisodeByteCache", "EpisodePhase"]
 
 
 class EpisodePhase(enum.Enum):
@@ -76,7 +69,8 @@ class EpisodeByteCache:
         max_episodes: most episodes reserved at once (resident pool plus prefetch).
         rank_budget_bytes: the whole rank's budget, named by the too-large error. Default
             ``None``: ``budget_bytes``.
-        num_workers: the rank's DataLoader workers sharing ``rank_budget_bytes``, named by the
+        parts: the workers sharing ``rank_budget_bytes`` (a
+            :class:`~feedline.episodes.schedule.slot.WorkerSlot`'s ``parts``), named by the
             too-large error. Default 1.
     """
 
@@ -86,12 +80,12 @@ class EpisodeByteCache:
         *,
         max_episodes: int,
         rank_budget_bytes: int | None = None,
-        num_workers: int = 1,
+        parts: int = 1,
     ) -> None:
         self.budget_bytes = check_int("budget_bytes", budget_bytes, minimum=1, error=StreamingError)
         self.max_episodes = check_int("max_episodes", max_episodes, minimum=1, error=StreamingError)
         self.rank_budget_bytes = self.budget_bytes if rank_budget_bytes is None else rank_budget_bytes
-        self.num_workers = max(1, num_workers)
+        self.parts = check_int("parts", parts, minimum=1, error=StreamingError)
         self._cond = threading.Condition()
         self._entries: dict[int, _Entry] = {}
         self._reserved = 0
@@ -106,9 +100,9 @@ class EpisodeByteCache:
     def for_worker(
         cls,
         *,
-        byte_budget_gb: float = DEFAULT_BYTE_BUDGET_GB,
-        pool_size: int = DEFAULT_POOL_SIZE,
-        prefetch_episodes: int = DEFAULT_PREFETCH_EPISODES,
+        byte_budget_gb: float = DEFAULTS.byte_budget_gb,
+        pool_size: int = DEFAULTS.episode_pool_size,
+        prefetch_episodes: int = DEFAULTS.prefetch_episodes,
         num_workers: int = 0,
     ) -> EpisodeByteCache:
         """A worker's frontier: 1/N of the rank's bytes; its pool share plus the prefetch count.
@@ -121,29 +115,22 @@ class EpisodeByteCache:
         """
         check_int("pool_size", pool_size, minimum=1, error=StreamingError)
         check_int("prefetch_episodes", prefetch_episodes, minimum=0, error=StreamingError)
-        workers = max(1, check_int("num_workers", num_workers, minimum=0, error=StreamingError))
-        rank_budget = int(byte_budget_gb * 2**30)
+        slot = WorkerSlot(num_workers=num_workers)
+        rank_budget = gib_bytes(byte_budget_gb)
         return cls(
-            worker_share(rank_budget, workers),
-            max_episodes=worker_share(pool_size, workers) + prefetch_episodes,
+            slot.share(rank_budget),
+            max_episodes=slot.share(pool_size) + prefetch_episodes,
             rank_budget_bytes=rank_budget,
-            num_workers=workers,
+            parts=slot.parts,
         )
 
     # ---- checks ---------------------------------------------------------------------------
 
-    def _too_large(self, episode: int, nbytes: int) -> EpisodeTooLargeError:
-        return EpisodeTooLargeError(
-            episode, nbytes, self.budget_bytes, rank_budget_bytes=self.rank_budget_bytes,
-            num_workers=self.num_workers,
-        )
-
     def check_sizes(self, sizes: Mapping[int, int] | Iterable[tuple[int, int]]) -> None:
         """Fail before any fetch if one episode alone exceeds this worker's budget."""
-        items = sizes.items() if isinstance(sizes, Mapping) else sizes
-        for episode, nbytes in items:
-            if nbytes > self.budget_bytes:
-                raise self._too_large(int(episode), int(nbytes))
+        check_episode_sizes(
+            sizes, self.budget_bytes, rank_budget_bytes=self.rank_budget_bytes, parts=self.parts
+        )
 
     # ---- reservations ---------------------------------------------------------------------
 
@@ -163,8 +150,7 @@ class EpisodeByteCache:
             raise StreamingError("the episode byte cache is closed")
         if nbytes < 0:
             raise StreamingError(f"episode {episode} has a negative payload size {nbytes}")
-        if nbytes > self.budget_bytes:
-            raise self._too_large(episode, nbytes)
+        self.check_sizes(((episode, nbytes),))
         if episode in self._entries:
             raise StreamingError(f"episode {episode} is already reserved")
 

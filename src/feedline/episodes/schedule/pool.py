@@ -49,42 +49,18 @@ from typing import Any
 
 import numpy as np
 
-from feedline.episodes.errors import EpisodeTooLargeError, ResumeMismatchError, StreamingError
-from feedline.episodes.schedule.state import STATE_VERSION_KEY, Stateful, check_state_version
+from feedline.episodes.errors import StreamingError
+from feedline.episodes.schedule.slot import check_episode_sizes
+from feedline.episodes.schedule.state import Stateful
 from feedline.episodes.schedule.strategies import POOL_STRATEGIES, Block, get_strategy
+from feedline.episodes.settings import DEFAULT_SEED, DEFAULTS, resolve_seed
 from feedline.validate import check_int
 
-__all__ = [
-    "DEFAULT_POOL_SIZE",
-    "DEFAULT_SEED",
-    "NONE_SEED",
-    "STRATEGIES",
-    "EpisodePool",
-    "resolve_seed",
-    "worker_share",
-]
+__all__ = ["STRATEGIES", "EpisodePool"]
 
-DEFAULT_SEED = 1000  # lerobot-train's default --seed: the same run config gives the same order
-NONE_SEED = 42  # seed=None must still agree on every rank/worker with no communication; 42 is
-# the seed LeRobot's StreamingLeRobotDataset uses when none is given
-DEFAULT_POOL_SIZE = 32  # episodes mixed per rank (split 1/N per worker)
 STRATEGIES = tuple(POOL_STRATEGIES)  # the names a pool accepts (keys of the dispatch table)
 _POOL_STREAM = 0x504F4F4C  # "POOL": keeps the pools' random streams apart from the plan's
 _MIN_BLOCK_FRAMES = 1 << 17
-
-
-def resolve_seed(seed: int | None) -> int:
-    """``None`` -> :data:`NONE_SEED`; otherwise a non-negative int."""
-    if seed is None:
-        return NONE_SEED
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise StreamingError(f"seed must be a non-negative integer or None, got {seed!r}")
-    return int(seed)
-
-
-def worker_share(per_rank: int, num_workers: int) -> int:
-    """A worker's share of a per-rank limit (pool size, bytes): 1/N of it, at least 1."""
-    return max(1, per_rank // max(1, num_workers))
 
 
 class EpisodePool(Stateful):
@@ -100,7 +76,7 @@ class EpisodePool(Stateful):
             Default ``"remaining"``.
         pool_size: most episodes resident at once (this worker's share of the rank's
             ``episode_pool_size``). Default 32.
-        seed: order seed; ``None`` is :data:`NONE_SEED`. Default 1000.
+        seed: order seed; ``None`` is :data:`~feedline.episodes.settings.NONE_SEED`. Default 1000.
         epoch: the epoch; with ``seed``, ``rank`` and ``worker`` it keys the random numbers.
             Default 0.
         rank: the rank whose worker this is. Default 0.
@@ -114,6 +90,8 @@ class EpisodePool(Stateful):
     """
 
     STATE_VERSION = 1
+    STATE_STAGE = "EpisodePool"
+    STATE_NAME = "the episode pool"
 
     def __init__(
         self,
@@ -121,7 +99,7 @@ class EpisodePool(Stateful):
         lengths: Sequence[int] | np.ndarray | Mapping[int, int],
         *,
         strategy: str = "remaining",
-        pool_size: int = DEFAULT_POOL_SIZE,
+        pool_size: int = DEFAULTS.episode_pool_size,
         seed: int | None = DEFAULT_SEED,
         epoch: int = 0,
         rank: int = 0,
@@ -146,12 +124,10 @@ class EpisodePool(Stateful):
             if self.byte_budget is None:
                 raise StreamingError("episode_bytes needs a byte_budget")
             self.episode_bytes = _aligned(self.episodes, episode_bytes, "episode_bytes")
-            over = np.flatnonzero(self.episode_bytes > self.byte_budget)
-            if over.size:
-                i = int(over[0])
-                raise EpisodeTooLargeError(
-                    int(self.episodes[i]), int(self.episode_bytes[i]), self.byte_budget
-                )
+            check_episode_sizes(
+                zip(self.episodes.tolist(), self.episode_bytes.tolist(), strict=True),
+                self.byte_budget,
+            )
         self.total_anchors = int(self.lengths.sum())
         self._blocks = self._block_bounds()
         self._identity: str | None = None
@@ -318,28 +294,20 @@ class EpisodePool(Stateful):
             self._identity = h.hexdigest()[:32]
         return self._identity
 
-    def _settings(self) -> dict[str, Any]:
+    def state_settings(self) -> dict[str, Any]:
+        """Every setting that fixes the order, and the episodes' identity (checked on load)."""
         return {
             "seed": self.seed, "epoch": self.epoch, "rank": self.rank, "worker": self.worker,
             "strategy": self.strategy, "pool_size": self.pool_size,
             "byte_budget": self.byte_budget, "identity": self.identity,
         }
 
-    def state_dict(self) -> dict[str, Any]:
-        """Anchors yielded so far, plus every setting that fixes the order (checked on load)."""
-        return {STATE_VERSION_KEY: self.STATE_VERSION, "anchors_yielded": self._yielded,
-                **self._settings()}
+    def state_position(self) -> dict[str, Any]:
+        """Anchors yielded so far."""
+        return {"anchors_yielded": self._yielded}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Rewind and skip to the saved anchor; refuses a state of other settings or episodes."""
-        check_state_version(state, self.STATE_VERSION, stage="EpisodePool")
-        mine = self._settings()
-        diffs = [f"{k} (checkpoint {state.get(k)!r}, now {v!r})" for k, v in mine.items()
-                 if state.get(k) != v]
-        if diffs:
-            raise ResumeMismatchError(
-                "cannot restore the episode pool sample-exactly: " + "; ".join(diffs)
-            )
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        """Rewind and skip to the saved anchor."""
         self.reset()
         self.skip(int(state["anchors_yielded"]))
 

@@ -39,7 +39,9 @@ import numpy as np
 
 from feedline.episodes.errors import ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.plan import EpisodeLengths, episode_arrays, plan_shards_arrays
+from feedline.episodes.schedule.slot import worker_parts
 from feedline.episodes.schedule.state import STATE_VERSION_KEY, Stateful, check_state_version
+from feedline.episodes.settings import StreamingSettings
 from feedline.validate import check_int
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 STATE_VERSION = 1
+STATE_STAGE = "episode reader"
 
 
 def sampler_identity(
@@ -79,6 +82,9 @@ def sampler_identity(
 @dataclass(frozen=True)
 class ResumeSettings:
     """Everything that fixes a rank's anchor order and batch boundaries.
+
+    The first three come from the settings table's order settings
+    (:meth:`for_reader`): the rows with an ``order_key``.
 
     Args:
         seed: the resolved order seed.
@@ -100,6 +106,23 @@ class ResumeSettings:
     num_workers: int
     drop_last: bool
     sampler_identity: str
+
+    @classmethod
+    def for_reader(
+        cls, settings: StreamingSettings, *, world_size: int, batch_size: int, num_workers: int,
+        drop_last: bool, sampler_identity: str,
+    ) -> ResumeSettings:
+        """A reader's order settings (from its settings table) under a DataLoader's batching."""
+        return cls(
+            **settings.order_settings(), world_size=world_size, batch_size=int(batch_size),
+            num_workers=int(num_workers), drop_last=bool(drop_last),
+            sampler_identity=sampler_identity,
+        )
+
+    @property
+    def parts(self) -> int:
+        """The plan parts of a rank: its workers, or one in process."""
+        return worker_parts(self.num_workers)
 
 
 @dataclass(frozen=True)
@@ -127,9 +150,11 @@ class ResumeState(ResumeSettings):
         return {STATE_VERSION_KEY: STATE_VERSION, **asdict(self)}
 
     @classmethod
-    def from_dict(cls, state: Mapping[str, Any]) -> ResumeState:
-        """Read a checkpoint written by :meth:`to_dict` (refusing another state version)."""
-        check_state_version(state, STATE_VERSION, stage="episode reader")
+    def from_dict(cls, state: Mapping[str, Any], *, version_checked: bool = False) -> ResumeState:
+        """Read a checkpoint written by :meth:`to_dict` (refusing another state version, unless
+        ``version_checked``: a :class:`Stateful` stage's ``load_state_dict`` did)."""
+        if not version_checked:
+            check_state_version(state, STATE_VERSION, stage=STATE_STAGE)
         names = [f.name for f in fields(cls)]
         missing = [n for n in names if n not in state and n != "extra"]
         if missing:
@@ -228,7 +253,7 @@ def rank_worker_counts(
         episode_lengths, world_size=world_size, num_workers=num_workers, seed=seed, epoch=epoch
     ).report
     counts = list(report.worker_frames[rank])
-    return counts + [0] * (max(1, num_workers) - len(counts))
+    return counts + [0] * (worker_parts(num_workers) - len(counts))
 
 
 def rank_batch_counts(
@@ -310,7 +335,7 @@ def resume_position(
                 "allow_order_change=True to restart at the nearest epoch boundary with a "
                 "different anchor order"
             )
-        return _boundary_position(state, episode_lengths, what, max(1, current.num_workers))
+        return _boundary_position(state, episode_lengths, what, current.parts)
     counts = rank_worker_counts(
         episode_lengths, world_size=current.world_size, num_workers=current.num_workers,
         seed=current.seed, epoch=epoch, rank=rank,
@@ -365,6 +390,9 @@ def _boundary_position(
 class ConsumptionTracker(Stateful):
     """Counts what the training loop consumed on this rank; its state is the reader's checkpoint.
 
+    Its order settings travel inside the position: whether they must match is
+    :func:`resume_position`'s call (``allow_order_change`` restarts at an epoch boundary).
+
     Args:
         settings: the run's order and batching settings.
         episode_lengths: frames per selected episode (by episode index).
@@ -373,6 +401,9 @@ class ConsumptionTracker(Stateful):
         allow_order_change: accept a checkpoint of other settings at the nearest epoch
             boundary instead of refusing it. Default ``False``.
     """
+
+    STATE_VERSION = STATE_VERSION
+    STATE_STAGE = STATE_STAGE
 
     def __init__(
         self,
@@ -390,7 +421,7 @@ class ConsumptionTracker(Stateful):
         self.epoch = check_int("epoch", epoch, minimum=0, error=StreamingError)
         self.batches_consumed = 0
         self.samples_consumed = 0
-        self.position = ResumePosition(epoch, 0, (0,) * max(1, settings.num_workers), True)
+        self.position = ResumePosition(epoch, 0, (0,) * settings.parts, True)
 
     def record_batch(self, num_samples: int) -> None:
         """The training loop took one batch of ``num_samples`` samples."""
@@ -401,23 +432,21 @@ class ConsumptionTracker(Stateful):
         """The loader is exhausted: the next iteration starts the next epoch at offset 0."""
         self.epoch += 1
         self.batches_consumed = self.samples_consumed = 0
-        workers = max(1, self.settings.num_workers)
-        self.position = ResumePosition(self.epoch, 0, (0,) * workers, True)
+        self.position = ResumePosition(self.epoch, 0, (0,) * self.settings.parts, True)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_position(self) -> dict[str, Any]:
         """The rank's checkpoint (:class:`ResumeState` as a plain dict): settings + batches taken."""
-        s = self.settings
-        return ResumeState(
-            **asdict(s), epoch=self.epoch, rank=self.rank,
+        return asdict(ResumeState(
+            **asdict(self.settings), epoch=self.epoch, rank=self.rank,
             batches_consumed_on_rank=self.batches_consumed,
             samples_consumed_on_rank=self.samples_consumed,
-        ).to_dict()
+        ))
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def restore_state(self, state: Mapping[str, Any]) -> None:
         """Resume from a checkpoint (refused, naming what differs, under other settings)."""
         self.position = resume_position(
-            state, self.settings, self.episode_lengths, rank=self.rank,
-            allow_order_change=self.allow_order_change,
+            ResumeState.from_dict(state, version_checked=True), self.settings,
+            self.episode_lengths, rank=self.rank, allow_order_change=self.allow_order_change,
         )
         self.epoch = self.position.epoch
         self.batches_consumed = self.position.batches_consumed

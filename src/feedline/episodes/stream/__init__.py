@@ -1,2 +1,3 @@
 """The streaming reader: ``payload`` (one episode's bytes and frames) → ``pipeline`` (fetch and
-decode threads, ordered buffer) → ``dataset`` (``StreamingEpisodeDataset``)."""
+decode threads, ordered buffer) → ``board`` (control and metrics shared with the workers) →
+``dataset`` (``StreamingEpisodeDataset``)."""

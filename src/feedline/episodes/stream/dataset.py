@@ -30,33 +30,23 @@ The dataset, its pool, tracker and pipeline share one checkpoint contract
 
 from __future__ import annotations
 
+import functools
 import logging
-import multiprocessing as mp
-import multiprocessing.context as mp_context
 from collections.abc import Iterator, Mapping
+from dataclasses import fields, replace
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from feedline.episodes.assemble import assemble_sample
 from feedline.episodes.base import EpisodeDatasetBase
-from feedline.episodes.errors import EpisodeTooLargeError, ResumeMismatchError, StreamingError
-from feedline.episodes.schedule.admission import (
-    DEFAULT_BYTE_BUDGET_GB,
-    DEFAULT_PREFETCH_EPISODES,
-    EpisodeByteCache,
-)
+from feedline.episodes.errors import ResumeMismatchError, StreamingError
+from feedline.episodes.schedule.admission import EpisodeByteCache
 from feedline.episodes.schedule.plan import plan_shards_arrays, resolve_rank_and_world
-from feedline.episodes.schedule.pool import (
-    DEFAULT_POOL_SIZE,
-    DEFAULT_SEED,
-    EpisodePool,
-    resolve_seed,
-    worker_share,
-)
+from feedline.episodes.schedule.pool import EpisodePool
 from feedline.episodes.schedule.resume import (
+    STATE_STAGE,
+    STATE_VERSION,
     ConsumptionTracker,
     ResumePosition,
     ResumeSettings,
@@ -65,14 +55,11 @@ from feedline.episodes.schedule.resume import (
     resume_position,
     sampler_identity,
 )
+from feedline.episodes.schedule.slot import WorkerSlot
 from feedline.episodes.schedule.state import Stateful
-from feedline.episodes.schedule.strategies import get_strategy
-from feedline.episodes.stream.decoded import (
-    DEFAULT_DECODED_CACHE_GB,
-    MAX_CURSORS_PER_SLOT,
-    DecodedCounters,
-    DecodedFrames,
-)
+from feedline.episodes.settings import DEFAULTS, StreamingSettings
+from feedline.episodes.stream.board import WorkerBoard
+from feedline.episodes.stream.decoded import MAX_CURSORS_PER_SLOT, DecodedFrames
 from feedline.episodes.stream.payload import (
     EpisodePayload,
     episode_spans,
@@ -80,14 +67,7 @@ from feedline.episodes.stream.payload import (
     parquet_episode_bytes,
     parquet_footers,
 )
-from feedline.episodes.stream.pipeline import (
-    DEFAULT_DECODE_THREADS,
-    DEFAULT_DECODED_QUEUE_SIZE,
-    DEFAULT_MAX_NUM_SHARDS,
-    EpisodePipeline,
-    PipelineMetrics,
-)
-from feedline.validate import check_int
+from feedline.episodes.stream.pipeline import EpisodePipeline
 
 __all__ = ["StreamingEpisodeDataset"]
 
@@ -112,22 +92,21 @@ def _warn_in_process_threads() -> None:
     )
 
 
-# Counters shared by every worker of one dataset: one row per process (the training process,
-# then DataLoader worker ids), each written by one process only, so no lock (a lock would tie
-# the array to one multiprocessing start method); rows are summed, the peak is a maximum.
-_METRICS = ("samples", "bytes_fetched", "episodes_fetched", "refill_stalls",
-            "refill_stall_us", "peak_reserved_bytes", "outside_fetches", "decoded_frames",
-            "redecoded_frames", "delivered_frames", "decoder_opens", "peak_decoded_bytes")
-_ROWS = 64
-_PEAKS = {_METRICS.index("peak_reserved_bytes"), _METRICS.index("peak_decoded_bytes")}
-# Where each worker reads the epoch and its resume offset when its iteration starts: the
-# training process writes them before every ``iter(loader)``, so persistent workers (which keep
-# their copy of the dataset from the first epoch) follow epochs and resumes too.
-_CONTROL_EPOCH, _CONTROL_SET, _CONTROL_OFFSETS = 0, 1, 2
+_SETTING_NAMES = frozenset(f.name for f in fields(StreamingSettings))
 
 
-def _setting(name: str, value: Any, minimum: int) -> int:
-    return check_int(name, value, minimum=minimum, error=StreamingError)
+def _fetch(
+    store: Any, reader: Any, table: Any, spans: Mapping[int, Any], footers: Any,
+    decoded: DecodedFrames, tolerance_s: float, episode: int,
+) -> EpisodePayload:
+    """One episode fetched by a worker's pipeline, decoding into the worker's frame memory."""
+    return fetch_episode(
+        store, reader, table, spans[episode], footers, decoded=decoded, tolerance_s=tolerance_s
+    )
+
+
+def _assemble(spec: Any, payload: EpisodePayload, frame: int) -> dict[str, Any]:
+    return payload.sample(spec, frame)
 
 
 def _batch_len(batch: Any) -> int:
@@ -172,7 +151,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             it every frame of a resident episode is decoded and colour-converted once and the
             windows are gathered from memory; a frame it cannot hold is decoded again when a
             later sample needs it (``metrics()["redecoded_frames"]``), never exceeding it. 0
-            keeps none. Default 4 (see :data:`~feedline.episodes.stream.decoded.DEFAULT_DECODED_CACHE_GB`).
+            keeps none. Default 4.
         seed: with the epoch, seeds the shard plan and every pool: the same seed repeats the
             order, another seed gives another. Default 1000 (lerobot-train's ``--seed``);
             ``None`` uses the fixed streaming seed 42.
@@ -198,45 +177,34 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self,
         repo_id: str | None = None,
         *,
-        episode_pool_size: int = DEFAULT_POOL_SIZE,
-        sampling_strategy: str = "remaining",
-        prefetch_episodes: int = DEFAULT_PREFETCH_EPISODES,
-        byte_budget_gb: float = DEFAULT_BYTE_BUDGET_GB,
-        decode_threads: int = DEFAULT_DECODE_THREADS,
-        decoded_queue_size: int = DEFAULT_DECODED_QUEUE_SIZE,
-        max_num_shards: int = DEFAULT_MAX_NUM_SHARDS,
-        decoded_cache_gb: float = DEFAULT_DECODED_CACHE_GB,
-        seed: int | None = DEFAULT_SEED,
+        episode_pool_size: int = DEFAULTS.episode_pool_size,
+        sampling_strategy: str = DEFAULTS.sampling_strategy,
+        prefetch_episodes: int = DEFAULTS.prefetch_episodes,
+        byte_budget_gb: float = DEFAULTS.byte_budget_gb,
+        decode_threads: int = DEFAULTS.decode_threads,
+        decoded_queue_size: int = DEFAULTS.decoded_queue_size,
+        max_num_shards: int = DEFAULTS.max_num_shards,
+        decoded_cache_gb: float = DEFAULTS.decoded_cache_gb,
+        seed: int | None = DEFAULTS.seed,
         rank: int | None = None,
         world_size: int | None = None,
-        allow_order_change: bool = False,
+        allow_order_change: bool = DEFAULTS.allow_order_change,
         **source_options: Any,
     ) -> None:
-        get_strategy(sampling_strategy, setting="sampling_strategy")  # settings first: no I/O yet
-        self.sampling_strategy = sampling_strategy
-        self.episode_pool_size = _setting("episode_pool_size", episode_pool_size, 1)
-        self.prefetch_episodes = _setting("prefetch_episodes", prefetch_episodes, 0)
-        if not byte_budget_gb > 0:
-            raise StreamingError(f"byte_budget_gb must be > 0, got {byte_budget_gb!r}")
-        self.byte_budget_gb = float(byte_budget_gb)
-        self.decode_threads = _setting("decode_threads", decode_threads, 1)
-        self.decoded_queue_size = _setting("decoded_queue_size", decoded_queue_size, 1)
-        self.max_num_shards = _setting("max_num_shards", max_num_shards, 1)
-        if not decoded_cache_gb >= 0:
-            raise StreamingError(f"decoded_cache_gb must be >= 0, got {decoded_cache_gb!r}")
-        self.decoded_cache_gb = float(decoded_cache_gb)
-        decoders = source_options.get("decoder_cache_size")
-        self._decoders_per_rank = None if decoders is None else _setting(
-            "decoder_cache_size", decoders, 0
+        self.settings = StreamingSettings(  # settings first: no I/O yet
+            episode_pool_size=episode_pool_size, sampling_strategy=sampling_strategy,
+            prefetch_episodes=prefetch_episodes, byte_budget_gb=byte_budget_gb,
+            decode_threads=decode_threads, decoded_queue_size=decoded_queue_size,
+            decoded_cache_gb=decoded_cache_gb,
+            decoder_cache_size=source_options.get("decoder_cache_size"),
+            max_num_shards=max_num_shards, seed=seed, allow_order_change=allow_order_change,
         )
-        self.seed = resolve_seed(seed)
         if rank is None and world_size is None:
             rank, world_size = resolve_rank_and_world()
-        self.world_size = _setting("world_size", 1 if world_size is None else world_size, 1)
-        self.rank = _setting("rank", 0 if rank is None else rank, 0)
-        if self.rank >= self.world_size:
-            raise StreamingError(f"rank {self.rank} is not in range for world_size {self.world_size}")
-        self.allow_order_change = bool(allow_order_change)
+        #: This rank's place; each worker's is this with its ``num_workers`` and ``worker_id``.
+        self.slot = WorkerSlot(
+            rank=0 if rank is None else rank, world_size=1 if world_size is None else world_size
+        )
         super().__init__(repo_id, **source_options)
 
         table = self.episode_table
@@ -247,10 +215,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         parquet = parquet_episode_bytes(self.store, table, self.parquet_footers)
         self.spans = episode_spans(table, self.frame_reader(), self.fps, parquet, self.tolerance_s)
         self.episode_bytes: dict[int, int] = {ep: s.nbytes for ep, s in self.spans.items()}
-        budget = self.rank_budget_bytes
-        for ep, nbytes in self.episode_bytes.items():  # before any payload is fetched
-            if nbytes > budget:
-                raise EpisodeTooLargeError(ep, nbytes, budget)
+        self.slot.check_fits(self.episode_bytes, self.rank_budget_bytes)  # before any fetch
         self.sampler_identity = sampler_identity(self.episode_lengths, self.episode_bytes)
         plan_shards_arrays(  # fail now, not in a worker, when ranks outnumber episodes
             self.episode_lengths, world_size=self.world_size, num_workers=0, seed=self.seed,
@@ -260,35 +225,47 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self._tracker: ConsumptionTracker | None = None
         self._pending_state: dict[str, Any] | None = None
         self._position: ResumePosition | None = None
-        self._shared = mp.RawArray("q", _ROWS * len(_METRICS))
-        self._control = mp.RawArray("q", _CONTROL_OFFSETS + _ROWS + 1)
+        self._board = WorkerBoard()
 
     # ---- settings --------------------------------------------------------------------------
+
+    def __getattr__(self, name: str) -> Any:
+        """Each setting reads as an attribute (``ds.byte_budget_gb``), from :attr:`settings`."""
+        settings = self.__dict__.get("settings")
+        if settings is not None and name in _SETTING_NAMES:
+            return getattr(settings, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def rank(self) -> int:
+        return self.slot.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.slot.world_size
 
     @property
     def rank_budget_bytes(self) -> int:
         """``byte_budget_gb`` in bytes: the budget of this rank, shared by its workers."""
-        return int(self.byte_budget_gb * 2**30)
+        return self.settings.byte_budget_bytes
 
     @property
     def decoders_per_rank(self) -> int:
         """Open decoders per rank (``decoder_cache_size``; default 2 x pool x cameras)."""
-        if self._decoders_per_rank is not None:
-            return self._decoders_per_rank
+        if self.settings.decoder_cache_size is not None:
+            return self.settings.decoder_cache_size
         return MAX_CURSORS_PER_SLOT * self.episode_pool_size * max(1, len(self.video_keys))
 
     @property
     def pool_settings(self) -> dict[str, Any]:
         """Every pool knob that changes the anchor order (the pool admits by bytes too)."""
-        return {"pool_size": self.episode_pool_size, "byte_budget": self.rank_budget_bytes}
+        return self.settings.pool_settings
 
     def resume_settings(self, batch_size: int, num_workers: int, drop_last: bool) -> ResumeSettings:
         """Everything that fixes this rank's order and batches under a DataLoader's settings."""
-        return ResumeSettings(
-            seed=self.seed, strategy=self.sampling_strategy, pool_settings=self.pool_settings,
-            world_size=self.world_size, batch_size=int(batch_size),
-            num_workers=int(num_workers), drop_last=bool(drop_last),
-            sampler_identity=self.sampler_identity,
+        return ResumeSettings.for_reader(
+            self.settings, world_size=self.world_size, batch_size=batch_size,
+            num_workers=num_workers, drop_last=drop_last, sampler_identity=self.sampler_identity,
         )
 
     def rank_frames(self, epoch: int | None = None) -> int:
@@ -332,31 +309,19 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self._write_control(self._position)
 
     def _write_control(self, position: ResumePosition | None) -> None:
-        """Tell the workers (persistent ones too) the epoch and offsets their next pass serves."""
-        control = self._control
-        offsets = () if position is None or position.epoch != self.epoch else position.worker_offsets
-        control[_CONTROL_EPOCH] = self.epoch
-        control[_CONTROL_OFFSETS] = len(offsets)
-        control[_CONTROL_OFFSETS + 1 : _CONTROL_OFFSETS + 1 + len(offsets)] = list(offsets)
-        control[_CONTROL_SET] = 1 + (position.worker_rotation if offsets else 0)
+        self._board.write_control(self.epoch, position)
 
-    def _read_control(self) -> ResumePosition | None:
-        control = self._control
-        if control is None or not control[_CONTROL_SET]:
-            return None
-        parts = control[_CONTROL_OFFSETS]
-        offsets = tuple(control[_CONTROL_OFFSETS + 1 : _CONTROL_OFFSETS + 1 + parts])
-        return ResumePosition(
-            control[_CONTROL_EPOCH], 0, offsets, True, worker_rotation=control[_CONTROL_SET] - 1
-        )
+    STATE_VERSION = STATE_VERSION
+    STATE_STAGE = STATE_STAGE
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a checkpoint taken by :meth:`state_dict`; call before iterating.
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        """Restore a checkpoint taken by :meth:`state_dict` (``load_state_dict``); call before
+        iterating.
 
         Refuses (``ResumeMismatchError``) a checkpoint whose order settings differ, naming them,
         unless ``allow_order_change=True`` (then the nearest epoch boundary, with a warning).
         """
-        saved = ResumeState.from_dict(state)
+        saved = ResumeState.from_dict(state, version_checked=True)
         settings = self.resume_settings(saved.batch_size, saved.num_workers, saved.drop_last)
         position = resume_position(
             saved, settings, self.episode_lengths, rank=self.rank,
@@ -422,65 +387,28 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         when each frame is decoded once), ``decoder_opens`` and ``peak_decoded_bytes`` (the
         most decoded RGB bytes one worker held; its limit is ``decoded_cache_gb / num_workers``).
         """
-        width = len(_METRICS)
-        rows = np.asarray(self._shared[:], dtype=np.int64).reshape(_ROWS, width)
-        values: dict[str, Any] = {
-            name: int(rows[:, i].max() if i in _PEAKS else rows[:, i].sum())
-            for i, name in enumerate(_METRICS)
-        }
-        values["refill_stall_s"] = values.pop("refill_stall_us") / 1e6
+        values = self._board.totals()
         delivered = values["delivered_frames"]
         values["decoded_per_delivered"] = values["decoded_frames"] / delivered if delivered else 0.0
         return values
 
     def reset_metrics(self) -> None:
         """Zero every counter of :meth:`metrics` (all workers)."""
-        self._shared[:] = [0] * (_ROWS * len(_METRICS))
+        self._board.reset_metrics()
 
-    def _publish(
-        self, metrics: PipelineMetrics, decoded: DecodedCounters, published: dict[str, int],
-        row: int,
-    ) -> None:
-        current = {
-            "decoded_frames": decoded.decoded_frames, "redecoded_frames": decoded.redecoded_frames,
-            "delivered_frames": decoded.delivered_frames, "decoder_opens": decoded.decoder_opens,
-            "peak_decoded_bytes": decoded.peak_decoded_bytes,
-            "peak_reserved_bytes": metrics.peak_reserved_bytes,
-            "samples": metrics.samples, "bytes_fetched": metrics.bytes_fetched,
-            "episodes_fetched": metrics.episodes_fetched, "refill_stalls": metrics.refill_stalls,
-            "refill_stall_us": int(metrics.refill_stall_s * 1e6),
-            "outside_fetches": metrics.outside_fetches,
-        }
-        base = (row % _ROWS) * len(_METRICS)
-        for i, name in enumerate(_METRICS):
-            if i in _PEAKS:
-                self._shared[base + i] = max(self._shared[base + i], current[name])
-            else:
-                self._shared[base + i] += current[name] - published.get(name, 0)
-        published.update(current)
-
-    # ---- pickling: the shared counters travel only to spawned/forked workers -------------------
+    # ---- pickling: the board's shared memory travels only to spawned/forked workers ----------
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state["_tracker"] = None
-        if mp_context.get_spawning_popen() is None:
-            state["_shared"] = state["_control"] = None
         return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        if self._shared is None:
-            self._shared = mp.RawArray("q", _ROWS * len(_METRICS))
-        if self._control is None:
-            self._control = mp.RawArray("q", _CONTROL_OFFSETS + _ROWS + 1)
 
     # ---- iteration ------------------------------------------------------------------------------
 
     def _current_position(
         self, num_workers: int, position: ResumePosition | None
     ) -> ResumePosition:
-        parts = max(1, num_workers)
+        parts = replace(self.slot, num_workers=num_workers).parts
         if position is None or position.epoch != self.epoch:
             return ResumePosition(self.epoch, 0, (0,) * parts, True)
         if len(position.worker_offsets) != parts:
@@ -501,7 +429,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             position = self._current_position(num_workers, self._position)
             self._position = None  # in-process: the position is used once
         else:  # what the training process published for this pass (persistent workers too)
-            published = self._read_control()
+            published = self._board.read_control()
             if published is not None:
                 self.epoch = published.epoch
             position = self._current_position(
@@ -521,6 +449,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         if part >= len(plan):
             return None
         order = [int(e) for e in plan[part]]
+        slot = replace(self.slot, num_workers=num_workers, worker_id=worker_id)
         cache = EpisodeByteCache.for_worker(
             byte_budget_gb=self.byte_budget_gb, pool_size=self.episode_pool_size,
             prefetch_episodes=self.prefetch_episodes, num_workers=num_workers,
@@ -528,39 +457,29 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         cache.check_sizes({ep: self.episode_bytes[ep] for ep in order})
         pool = EpisodePool(
             order, self.episode_lengths, strategy=self.sampling_strategy,
-            pool_size=worker_share(self.episode_pool_size, num_workers), seed=self.seed,
+            pool_size=slot.share(self.episode_pool_size), seed=self.seed,
             epoch=position.epoch, rank=self.rank, worker=part,
             episode_bytes=self.episode_bytes, byte_budget=cache.budget_bytes,
         )
         pool.skip(position.offset_for_worker(worker_id))
         episodes, frames = pool.take(pool.anchors_remaining)
-        reader, table = self.frame_reader(), self.episode_table
-        spec = self._decode_spec()
         decoded = DecodedFrames(
-            int(self.decoded_cache_gb * 2**30) // max(1, num_workers),
-            worker_share(self.decoders_per_rank, num_workers),
+            slot.share(self.settings.decoded_cache_bytes, minimum=0),
+            slot.share(self.decoders_per_rank),
         )
-
-        def fetch(ep: int) -> EpisodePayload:
-            return fetch_episode(self.store, reader, table, self.spans[ep], self.parquet_footers)
-
-        def assemble(payload: EpisodePayload, frame: int) -> dict[str, Any]:
-            def decode(key: str, path: str, stamps: list[float]) -> list[np.ndarray]:
-                return payload.frames(reader, key, stamps, self.tolerance_s, decoded)
-
-            return assemble_sample(spec, payload.data, frame, decode, payload.windows(spec))
-
-        pipeline = EpisodePipeline(
-            episodes, frames, order, self.episode_bytes, fetch=fetch, assemble=assemble,
-            cache=cache, max_num_shards=self.max_num_shards, decode_threads=self.decode_threads,
+        fetch = functools.partial(
+            _fetch, self.store, self.frame_reader(), self.episode_table, self.spans,
+            self.parquet_footers, decoded, self.tolerance_s,
+        )
+        return EpisodePipeline(
+            episodes, frames, order, self.episode_bytes, fetch=fetch,
+            assemble=functools.partial(_assemble, self._decode_spec()), cache=cache,
+            max_num_shards=self.max_num_shards, decode_threads=self.decode_threads,
             decoded_queue_size=self.decoded_queue_size, finish=self._transform,
+            decoded=decoded.counters,  # published with the pipeline's own metrics
         )
-        pipeline.decoded = decoded  # its counters feed metrics()
-        return pipeline
 
     def _decode_spec(self) -> Any:
-        from dataclasses import replace
-
         return replace(self.sample_spec, image_transforms=None)  # transforms: consumer thread
 
     def _transform(self, item: dict[str, Any]) -> dict[str, Any]:
@@ -578,12 +497,13 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             return
         published: dict[str, int] = {}
         row = 0 if get_worker_info() is None else 1 + worker_id
+        board = self._board
         try:
             for n, sample in enumerate(pipeline, 1):
                 if n % 64 == 0:
-                    self._publish(pipeline.metrics, pipeline.decoded.counters, published, row)
+                    board.publish(row, published, pipeline.metrics, pipeline.decoded)
                 yield sample
         finally:
             pipeline.close()
-            self._publish(pipeline.metrics, pipeline.decoded.counters, published, row)
+            board.publish(row, published, pipeline.metrics, pipeline.decoded)
 

@@ -36,7 +36,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import av
@@ -49,14 +49,7 @@ from feedline.episodes.video.frames import rgb_array
 from feedline.episodes.video.minimp4 import MiniMp4, frame_span, plan_span
 from feedline.episodes.video.mp4.table import SampleTable
 
-__all__ = ["DEFAULT_DECODED_CACHE_GB", "MAX_CURSORS_PER_SLOT", "CameraFrames", "DecodedFrames", "cut_mini"]
-
-#: Decoded-frame limit per rank (GiB). A resident episode's frames are kept until its last
-#: sample, so the default pool (32 episodes per rank) of two cameras with ~400-frame episodes
-#: needs 0.9 GiB of RGB at 96x128, 1.5 GiB at 128x160 and 3.6 GiB at 224x224: all decode once.
-#: Larger frames, longer episodes or a larger pool re-decode (counted) unless it is raised.
-DEFAULT_DECODED_CACHE_GB = 4.0
-
+__all__ = ["MAX_CURSORS_PER_SLOT", "CameraFrames", "DecodedCounters", "DecodedFrames", "cut_mini"]
 
 # An open decoder owns codec threads: a forked worker parks the ones it inherited (video.fork).
 _LIVE_DECODERS: weakref.WeakSet[_Decoder] = weakref.WeakSet()
@@ -93,7 +86,8 @@ class DecodedCounters:
         redecoded_frames: of those, frames decoded again while their episode was resident.
         delivered_frames: distinct frames handed to samples while their episode was resident.
         decoder_opens: decoders opened (codec contexts, or containers for other codecs).
-        decoded_bytes: decoded RGB bytes held now.
+        decoded_bytes: decoded RGB bytes held now (a level, not a count: not shared between
+            workers).
         peak_decoded_bytes: the most decoded RGB bytes held at once.
     """
 
@@ -101,7 +95,7 @@ class DecodedCounters:
     redecoded_frames: int = 0
     delivered_frames: int = 0
     decoder_opens: int = 0
-    decoded_bytes: int = 0
+    decoded_bytes: int = field(default=0, metadata={"level": True})
     peak_decoded_bytes: int = 0
 
 

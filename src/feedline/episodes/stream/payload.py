@@ -18,11 +18,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
 
-from feedline.episodes.assemble import EpisodeData, EpisodeWindows, SampleSpec
+from feedline.episodes.assemble import EpisodeData, EpisodeWindows, SampleSpec, assemble_sample
 from feedline.episodes.base import column_to_numpy
 from feedline.episodes.errors import StreamingError
 from feedline.episodes.format import EpisodeTable
@@ -32,7 +33,7 @@ from feedline.episodes.parquet import (
     read_episodes_rows,
     read_footer,
 )
-from feedline.episodes.stream.decoded import DEFAULT_DECODED_CACHE_GB, CameraFrames, DecodedFrames
+from feedline.episodes.stream.decoded import CameraFrames, DecodedFrames
 from feedline.episodes.video.frames import VideoFrameReader
 from feedline.episodes.video.minimp4 import (
     MiniMp4,
@@ -150,6 +151,9 @@ class EpisodePayload:
         data: the episode's rows and video spans.
         minis: per camera key, the fetched mini-MP4s (in plan order).
         fetched_bytes: bytes read to fetch it (Parquet row groups and MP4 sample ranges).
+        decoded: the worker's decoded-frame memory and decoder LRU its frames are decoded into.
+        reader: the worker's frame reader (sample tables; frames outside the fetched spans).
+        tolerance_s: how far a frame may lie from a wanted time.
         outside_fetches: frames a sample needed outside the fetched spans, read with
             :meth:`VideoFrameReader.frames_at <feedline.episodes.video.frames.VideoFrameReader.frames_at>`;
             should stay 0. Default 0.
@@ -158,6 +162,9 @@ class EpisodePayload:
     data: EpisodeData
     minis: Mapping[str, tuple[MiniMp4, ...]]
     fetched_bytes: int
+    decoded: DecodedFrames
+    reader: VideoFrameReader
+    tolerance_s: float
     _cameras: dict[str, CameraFrames] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     outside_fetches: int = 0
@@ -243,39 +250,35 @@ class EpisodePayload:
         if done:
             camera.release(done)
 
-    def _camera(
-        self, reader: VideoFrameReader, key: str, decoded: DecodedFrames | None
-    ) -> CameraFrames:
+    def _camera(self, key: str) -> CameraFrames:
         with self._lock:
             if self._closed:
                 raise StreamingError(f"episode {self.data.episode_index}: frames read after its release")
             camera = self._cameras.get(key)
             if camera is None:
-                if decoded is None:
-                    decoded = DecodedFrames(int(DEFAULT_DECODED_CACHE_GB * 2**30), len(self.minis))
                 path = self.data.video_path[key]
                 camera = self._cameras[key] = CameraFrames(
-                    decoded, reader.table(path), self.minis[key], reader.store.url(path)
+                    self.decoded, self.reader.table(path), self.minis[key],
+                    self.reader.store.url(path),
                 )
             return camera
 
-    def frames(
-        self,
-        reader: VideoFrameReader,
-        key: str,
-        timestamps_s: Sequence[float],
-        tolerance_s: float,
-        decoded: DecodedFrames | None = None,
-    ) -> list[np.ndarray]:
-        """``uint8 [H, W, 3]`` frames nearest each timestamp, each decoded once from memory
-        (shared with the decoded-frame memory: read them, never write into them).
+    def sample(self, spec: SampleSpec, frame: int) -> dict[str, Any]:
+        """The sample at ``frame``, assembled as the map-style reader does, its frames from here."""
+        return assemble_sample(spec, self.data, frame, self.decode, self.windows(spec))
 
-        ``decoded`` is the worker's decoded-frame memory and decoder LRU (default: one of this
-        payload's own, with the default limit).
-        """
+    def decode(self, key: str, path: str, timestamps_s: Sequence[float]) -> list[np.ndarray]:
+        """:meth:`frames` as :func:`~feedline.episodes.assemble.assemble_sample` asks for them
+        (``path`` is this episode's video of ``key``)."""
+        return self.frames(key, timestamps_s)
+
+    def frames(self, key: str, timestamps_s: Sequence[float]) -> list[np.ndarray]:
+        """``uint8 [H, W, 3]`` frames nearest each timestamp, each decoded once from memory
+        (shared with the decoded-frame memory: read them, never write into them)."""
+        reader, tolerance_s = self.reader, self.tolerance_s
         path = self.data.video_path[key]
         table = reader.table(path)
-        camera = self._camera(reader, key, decoded)
+        camera = self._camera(key)
         lookup = self._ticks_by_time(table, camera, key, tolerance_s)
         try:
             known = [lookup[t] for t in timestamps_s]
@@ -320,11 +323,15 @@ def fetch_episode(
     table: EpisodeTable,
     spans: EpisodeSpans,
     footers: Mapping[str, pq.FileMetaData] | None = None,
+    *,
+    decoded: DecodedFrames,
+    tolerance_s: float,
 ) -> EpisodePayload:
     """Read one episode's Parquet rows and every camera's mini-MP4 bytes (ranged reads).
 
     ``footers`` (:func:`parquet_footers`): the data files' footers, so only the episode's row
-    groups are read; without them each fetch reads its file's footer first.
+    groups are read; without them each fetch reads its file's footer first. ``decoded``: the
+    worker's decoded-frame memory the payload decodes into; ``tolerance_s``: as for the spans.
     """
     i = spans.position
     ep = spans.episode_index
@@ -346,4 +353,4 @@ def fetch_episode(
         video_path={key: paths[i] for key, paths in table.video_path.items()},
         from_timestamp={key: float(ts[i]) for key, ts in table.from_timestamp.items()},
     )
-    return EpisodePayload(data, minis, fetched)
+    return EpisodePayload(data, minis, fetched, decoded, reader, tolerance_s)

@@ -47,21 +47,13 @@ import numpy as np
 
 from feedline.episodes.errors import ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.admission import EpisodeByteCache
-from feedline.episodes.schedule.state import STATE_VERSION_KEY, Stateful, check_state_version
+from feedline.episodes.schedule.state import Stateful
+from feedline.episodes.settings import DEFAULTS
+from feedline.episodes.stream.decoded import DecodedCounters
 from feedline.validate import check_int
 
-__all__ = [
-    "DEFAULT_DECODED_QUEUE_SIZE",
-    "DEFAULT_DECODE_THREADS",
-    "DEFAULT_MAX_NUM_SHARDS",
-    "EpisodePipeline",
-    "PipelineMetrics",
-]
+__all__ = ["EpisodePipeline", "PipelineMetrics"]
 
-# Production defaults (SPEC.md 3.4), per worker.
-DEFAULT_MAX_NUM_SHARDS = 16  # episodes fetched in parallel; LeRobot's streaming default
-DEFAULT_DECODE_THREADS = 2
-DEFAULT_DECODED_QUEUE_SIZE = 8
 _POLL_S = 1.0  # how often a waiting consumer re-checks that the fetch dispatcher is alive
 
 
@@ -110,9 +102,14 @@ class EpisodePipeline(Stateful):
         finish: ``finish(sample) -> sample`` run on the consuming thread (image transforms).
             Default ``None``.
         metrics: counters to add to. Default ``None``: fresh ones (:attr:`metrics`).
+        decoded: the counters of the decoded-frame memory its payloads decode into, published
+            with :attr:`metrics` (:attr:`decoded`). Default ``None``: fresh ones (payloads
+            that decode nothing).
     """
 
     STATE_VERSION = 1
+    STATE_STAGE = "EpisodePipeline"
+    STATE_NAME = "the episode pipeline"
 
     def __init__(
         self,
@@ -124,11 +121,12 @@ class EpisodePipeline(Stateful):
         fetch: Callable[[int], Any],
         assemble: Callable[[Any, int], dict[str, Any]],
         cache: EpisodeByteCache,
-        max_num_shards: int = DEFAULT_MAX_NUM_SHARDS,
-        decode_threads: int = DEFAULT_DECODE_THREADS,
-        decoded_queue_size: int = DEFAULT_DECODED_QUEUE_SIZE,
+        max_num_shards: int = DEFAULTS.max_num_shards,
+        decode_threads: int = DEFAULTS.decode_threads,
+        decoded_queue_size: int = DEFAULTS.decoded_queue_size,
         finish: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         metrics: PipelineMetrics | None = None,
+        decoded: DecodedCounters | None = None,
     ) -> None:
         for name, value in (
             ("max_num_shards", max_num_shards),
@@ -154,6 +152,7 @@ class EpisodePipeline(Stateful):
         self.cache = cache
         self.queue_size = decoded_queue_size
         self.metrics = metrics if metrics is not None else PipelineMetrics()
+        self.decoded = decoded if decoded is not None else DecodedCounters()
         self._threads = (max_num_shards, decode_threads)
         self._identity: str | None = None
         self._cond = threading.Condition()
@@ -334,23 +333,18 @@ class EpisodePipeline(Stateful):
             self._identity = h.hexdigest()[:32]
         return self._identity
 
-    def state_dict(self) -> dict[str, Any]:
-        """The samples the consumer has taken (prefetched and decoded-ahead ones are not saved)."""
-        return {STATE_VERSION_KEY: self.STATE_VERSION, "samples_taken": self._taken,
-                "anchors": len(self._eps), "identity": self.identity}
+    def state_settings(self) -> dict[str, Any]:
+        """The anchors a state applies to: their count and digest."""
+        return {"anchors": len(self._eps), "identity": self.identity}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def state_position(self) -> dict[str, Any]:
+        """The samples the consumer has taken (prefetched and decoded-ahead ones are not saved)."""
+        return {"samples_taken": self._taken}
+
+    def restore_state(self, state: Mapping[str, Any]) -> None:
         """Skip the samples ``state`` says were taken; before the first sample only."""
-        check_state_version(state, self.STATE_VERSION, stage="EpisodePipeline")
         if self._started:
             raise StreamingError("load_state_dict() must come before the pipeline's first sample")
-        mine = {"anchors": len(self._eps), "identity": self.identity}
-        diffs = [f"{k} (checkpoint {state.get(k)!r}, now {v!r})" for k, v in mine.items()
-                 if state.get(k) != v]
-        if diffs:
-            raise ResumeMismatchError(
-                "cannot restore the episode pipeline sample-exactly: " + "; ".join(diffs)
-            )
         taken = int(state["samples_taken"])
         if not 0 <= taken <= len(self._eps):
             raise ResumeMismatchError(

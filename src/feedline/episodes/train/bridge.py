@@ -177,6 +177,7 @@ class StreamingBridge:
         from feedline.episodes.base import resolve_root
         from feedline.episodes.format import read_info
         from feedline.episodes.schedule.plan import plan_shards_arrays
+        from feedline.episodes.schedule.slot import worker_parts
         from feedline.episodes.stream.dataset import StreamingEpisodeDataset
         from feedline.episodes.train.view import (
             LeRobotStreamingView,
@@ -199,7 +200,7 @@ class StreamingBridge:
         settings = self.run_settings
         storage = storage_kwargs(settings)
         kwargs = dataset_kwargs(settings)
-        kwargs.setdefault("max_num_shards", max(1, cfg.num_workers))  # lerobot-train's rule
+        kwargs.setdefault("max_num_shards", worker_parts(cfg.num_workers))  # lerobot-train's rule
 
         url = resolve_root(data.repo_id, data.root, data.repo_type, data.revision)
         info = read_info(open_store(url, **storage))

@@ -3,9 +3,9 @@
 LeRobot 0.6.1 knows ``--dataset.streaming`` but none of the settings of feedline's episode reader.
 :func:`split_args` takes those out of the command line (both ``--flag=value`` and ``--flag value``),
 checks their values, and hands every other argument to lerobot-train unchanged, where an unknown
-flag is LeRobot's parser's error. Each setting is spelled as in :data:`~feedline.episodes.settings.CLI_FLAGS`
-(the keyword -> flag table the reader's errors are rendered with), so an error names the flag the
-user typed. Nothing here imports LeRobot or torch: the flags are checked before the slow imports.
+flag is LeRobot's parser's error. The flags, their types, help and defaults are the rows of the
+settings table (:data:`~feedline.episodes.settings.SETTINGS_TABLE`), the same table the
+reader's errors are rendered with, so an error names the flag the user typed. Nothing here imports LeRobot or torch: the flags are checked before the slow imports.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from feedline.episodes.errors import TrainError
-from feedline.episodes.settings import CLI_FLAGS
+from feedline.episodes.settings import DEFAULTS, SETTINGS_TABLE, Setting, StreamingSettings
 
-__all__ = ["SETTINGS", "Setting", "TrainArgs", "settings_help", "split_args", "train_message"]
+__all__ = ["SETTINGS", "TrainArgs", "setting_parser", "settings_help", "split_args",
+           "train_message"]
 
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
@@ -49,69 +50,20 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-@dataclass(frozen=True)
-class Setting:
-    """One feedline flag of ``feedline train``.
-
-    Args:
-        keyword: where the value goes: a :class:`~feedline.episodes.stream.dataset.StreamingEpisodeDataset`
-            keyword, a storage option (``target="storage"``) or the bridge itself (``target="train"``).
-        parse: turns the command-line text into the value (raises ``ValueError`` when it cannot).
-        target: ``"dataset"``, ``"storage"`` or ``"train"``.
-        help: one line for ``--help``.
-        fallback_flag: the flag when ``CLI_FLAGS`` has no row for ``keyword``.
-    """
-
-    keyword: str
-    parse: Callable[[str], Any]
-    target: str = "dataset"
-    help: str = ""
-    fallback_flag: str | None = None
-
-    @property
-    def flag(self) -> str:
-        """The flag a user types (``CLI_FLAGS``'s spelling when it has one)."""
-        if self.target == "dataset" and self.keyword in CLI_FLAGS:
-            return CLI_FLAGS[self.keyword]
-        assert self.fallback_flag is not None
-        return self.fallback_flag
+_PARSERS: dict[type, Callable[[str], Any]] = {
+    int: int, float: float, str: str, bool: parse_bool, dict: _json_object,
+}
 
 
-#: Every flag ``feedline train`` adds to lerobot-train, with the reader's production defaults.
-SETTINGS: tuple[Setting, ...] = (
-    Setting("episode_pool_size", int, help="whole episodes mixed at once per rank (1/N per worker)"),
-    Setting("sampling_strategy", str, help="remaining | round_robin"),
-    Setting("prefetch_episodes", int, help="episodes fetched ahead per worker pool"),
-    Setting("byte_budget_gb", float, help="most GiB of fetched payload per rank (1/N per worker)"),
-    Setting("decode_threads", int, help="sample-assembly and decode threads per worker"),
-    Setting("decoded_queue_size", int, help="decoded samples held ahead per worker, in order"),
-    Setting("decoded_cache_gb", _optional(float),
-            help="most GiB of decoded frames per rank (1/N per worker); each resident frame decoded once",
-            fallback_flag="--dataset.streaming_decoded_cache_gb"),
-    Setting("decoder_cache_size", _optional(int),
-            help="open video decoders per rank, 1/N per worker (LRU); default: 2 x pool x cameras",
-            fallback_flag="--dataset.video_decoder_cache_size"),
-    Setting("sidecar_lock_timeout_s", float,
-            help="seconds to wait for another process building the same MP4 sidecar"),
-    Setting("max_num_shards", _optional(int),
-            help="episodes fetched in parallel per worker; default: --num_workers (at least 1)"),
-    Setting("max_connections", _optional(int), target="storage",
-            help="most native HTTP connections per rank (http(s) roots)",
-            fallback_flag="--dataset.streaming_native_http_connections"),
-    Setting("subranges", _optional(int), target="storage",
-            help="concurrent sub-ranges per native HTTP range read",
-            fallback_flag="--dataset.streaming_native_http_subranges"),
-    Setting("storage_options", _optional(_json_object), target="train",
-            help="JSON object of store options (s3: endpoint_url, anon, key/secret ...); "
-                 "credentials also come from the environment",
-            fallback_flag="--dataset.storage_options"),
-    Setting("allow_order_change", parse_bool, target="train",
-            help="resume a checkpoint taken with other order settings at the next epoch boundary",
-            fallback_flag="--dataset.streaming_allow_order_change"),
-    Setting("sample_log", _optional(str), target="train",
-            help="append each batch's sample ids (JSON lines, one per batch and rank) to this file",
-            fallback_flag="--dataset.streaming_sample_log"),
-)
+def setting_parser(setting: Setting) -> Callable[[str], Any]:
+    """How ``setting``'s flag text becomes its value (raises ``ValueError`` when it cannot)."""
+    parse = _PARSERS[setting.kind]
+    return _optional(parse) if setting.optional or setting.null_flag else parse
+
+
+#: Every flag ``feedline train`` adds to lerobot-train: the settings table's rows whose flag
+#: is not lerobot-train's own.
+SETTINGS: tuple[Setting, ...] = tuple(row for row in SETTINGS_TABLE if not row.lerobot_flag)
 
 _BY_FLAG: dict[str, Setting] = {s.flag: s for s in SETTINGS}
 
@@ -169,7 +121,7 @@ def split_args(argv: Sequence[str]) -> TrainArgs:
                 i += 1
             setting = _BY_FLAG[name]
             try:
-                out.settings[setting.keyword] = setting.parse(value)
+                out.settings[setting.keyword] = setting_parser(setting)(value)
             except (ValueError, json.JSONDecodeError) as exc:
                 raise TrainError(f"{name}={value!r}: {exc}") from None
         else:
@@ -198,10 +150,15 @@ def storage_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
     return options
 
 
+_POOL_FLAGS = ", ".join(
+    row.flag for row in StreamingSettings.rows()
+    if row.order_key is not None and row.order_key in DEFAULTS.pool_settings
+)
+
 #: Words of the reader's resume errors that have no row in ``CLI_FLAGS`` -> what a command line says.
 _RESUME_WORDS = {
     "allow_order_change=True": "--dataset.streaming_allow_order_change=true",
-    "pool_settings": "pool settings (--dataset.streaming_episode_pool_size, --dataset.streaming_byte_budget_gb)",
+    "pool_settings": f"pool settings ({_POOL_FLAGS})",
     "strategy (": "--dataset.streaming_sampling_strategy (",
 }
 
@@ -216,30 +173,18 @@ def train_message(error: BaseException | str) -> str:
     return message
 
 
-def reader_defaults() -> dict[str, Any]:
-    """The reader's defaults by keyword, read from its signature (the one place they live)."""
-    import inspect
-
-    from feedline.episodes.base import EpisodeDatasetBase
-    from feedline.episodes.stream.dataset import StreamingEpisodeDataset
-
-    out: dict[str, Any] = {}
-    for cls in (EpisodeDatasetBase, StreamingEpisodeDataset):
-        for name, param in inspect.signature(cls.__init__).parameters.items():
-            if param.default is not inspect.Parameter.empty:
-                out[name] = param.default
-    out.pop("decoder_cache_size")  # the map-style default; streaming derives it from the pool
-    out.pop("max_num_shards")  # feedline train, like lerobot-train, sets it from --num_workers
-    return out
+#: Defaults ``feedline train`` sets itself (the bridge, as lerobot-train does).
+_TRAIN_DEFAULTS = {"max_num_shards": "--num_workers (at least 1)"}
 
 
 def settings_help() -> str:
-    """The feedline flags with their defaults, for ``feedline train --help``."""
-    defaults = reader_defaults()
+    """The feedline flags with their units and defaults, for ``feedline train --help``."""
     width = max(len(s.flag) for s in SETTINGS)
     lines = []
     for s in SETTINGS:
-        default = defaults.get(s.keyword) if s.target == "dataset" else None
-        shown = "" if default is None else f" [default: {str(default).lower() if isinstance(default, bool) else default}]"
-        lines.append(f"  {s.flag:<{width}}  {s.help}{shown}")
+        default = _TRAIN_DEFAULTS.get(s.keyword, s.shown or s.default)
+        if isinstance(default, bool):
+            default = str(default).lower()
+        shown = "" if default is None else f" [default: {str(default).replace('`', '')}]"
+        lines.append(f"  {s.flag:<{width}}  {s.help} ({s.unit}){shown}")
     return "\n".join(lines)

@@ -35,14 +35,13 @@ log = logging.getLogger(__name__)
 
 _MIB = 2**20
 
-#: Reader counter (``StreamingEpisodeDataset.metrics()`` key) -> (meter key, log name, scale, reduction).
-#: Counters the reader does not report (yet) are skipped.
+#: Reader counter (``StreamingEpisodeDataset.metrics()`` key: a field of the pipeline's or the
+#: decoders' counter dataclasses, :data:`feedline.episodes.stream.board.COUNTERS`) -> (meter key,
+#: log name, scale, reduction).
 COUNTERS: dict[str, tuple[str, str, float, str]] = {
     "refill_stalls": ("refill_stalls", "stalls", 1.0, "sum"),
     "bytes_fetched": ("fetched_mib", "fetch_MB", 1 / _MIB, "sum"),
     "peak_reserved_bytes": ("reserved_mib", "resv_MB", 1 / _MIB, "max"),
-    "reserved_bytes": ("reserved_mib", "resv_MB", 1 / _MIB, "max"),
-    "resident_bytes": ("resident_mib", "resd_MB", 1 / _MIB, "max"),
     "peak_decoded_bytes": ("decoded_mib", "dec_MB", 1 / _MIB, "max"),
     "decoded_frames": ("decoded_frames", "dec_frames", 1.0, "sum"),
     "delivered_frames": ("delivered_frames", "frames", 1.0, "sum"),

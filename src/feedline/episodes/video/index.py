@@ -34,12 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from feedline.episodes.errors import SidecarError
+from feedline.episodes.errors import IndexDamaged, SidecarDamaged, SidecarError
 from feedline.episodes.video.mp4.table import INT_COLUMNS, SampleTable, TrackInfo
 from feedline.episodes.video.sidecar import (
     DEFAULT_WORKERS,
     Sidecar,
-    SidecarDamaged,
     VideoEntry,
     ensure_sidecar,
     try_load,
@@ -101,10 +100,6 @@ def _decode(spec: dict[str, Any], name: str, n: int, folder: Path) -> np.ndarray
     if len(array) != n:
         raise SidecarError(f"{folder}: column {name} has {len(array)} entries, expected {n}")
     return array
-
-
-class IndexDamaged(SidecarError):
-    """A derived-index folder that fails its checks (rebuilt by :func:`derived_tables`)."""
 
 
 def _meta_digest(meta: dict[str, Any]) -> str:

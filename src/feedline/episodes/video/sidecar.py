@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline.episodes.errors import SidecarError
+from feedline.episodes.errors import SidecarDamaged, SidecarError
 from feedline.episodes.video.mp4.table import INT_COLUMNS, SampleTable, TrackInfo, read_table
 from feedline.io import (
     LockTimeout,
@@ -83,11 +83,6 @@ class VideoEntry:
     fingerprint: str | None
     samples: int
     info: TrackInfo
-
-
-class SidecarDamaged(SidecarError):
-    """A sidecar archive that is not what its writer wrote (truncated, bad CRC, missing members,
-    a malformed ``meta.json``): a cache of ours to rebuild, a published one to ignore."""
 
 
 #: Everything numpy's NPZ reader, zipfile, zlib and json raise on a damaged archive.

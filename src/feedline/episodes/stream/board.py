@@ -1,0 +1,119 @@
+"""The memory a streaming dataset shares with its DataLoader workers: control and metrics.
+
+Two blocks, one owner (:class:`WorkerBoard`):
+
+* **control**, written by the training process before every ``iter(loader)`` and read by each
+  worker when its pass starts: the epoch and every worker's resume offset, so persistent workers
+  (which keep their copy of the dataset from the first epoch) follow epochs and resumes too;
+* **metrics**, one row per process (the training process, then DataLoader worker ids), each
+  written by one process only, so no lock (a lock would tie the arrays to one multiprocessing
+  start method). Rows are summed, peaks (``peak_*``) are maxima. The counters are the fields of
+  :class:`~feedline.episodes.stream.pipeline.PipelineMetrics` and
+  :class:`~feedline.episodes.stream.decoded.DecodedCounters` (not their levels), so a counter
+  added there is shared and reported without another list to keep in step; seconds travel as
+  microseconds.
+
+The arrays travel only to spawned or forked workers; pickled any other way a board starts empty.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import multiprocessing.context as mp_context
+from dataclasses import asdict, fields
+from typing import Any
+
+import numpy as np
+
+from feedline.episodes.schedule.resume import ResumePosition
+from feedline.episodes.stream.decoded import DecodedCounters
+from feedline.episodes.stream.pipeline import PipelineMetrics
+
+__all__ = ["COUNTERS", "WorkerBoard"]
+
+#: Every shared counter, by its dataclass field name.
+COUNTERS: tuple[str, ...] = tuple(
+    f.name for cls in (PipelineMetrics, DecodedCounters) for f in fields(cls)
+    if not f.metadata.get("level")
+)
+_SECONDS = frozenset(
+    f.name for cls in (PipelineMetrics, DecodedCounters) for f in fields(cls)
+    if isinstance(f.default, float)
+)
+_PEAKS = frozenset(i for i, name in enumerate(COUNTERS) if name.startswith("peak_"))
+_ROWS = 64
+_EPOCH, _SET, _OFFSETS = 0, 1, 2  # control: epoch, 1 + rotation when set, offsets count, offsets
+
+
+class WorkerBoard:
+    """The control block and the metrics rows of one dataset (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._metrics = mp.RawArray("q", _ROWS * len(COUNTERS))
+        self._control = mp.RawArray("q", _OFFSETS + _ROWS + 1)
+
+    # ---- control ----------------------------------------------------------------------------
+
+    def write_control(self, epoch: int, position: ResumePosition | None) -> None:
+        """Tell the workers (persistent ones too) the epoch and offsets their next pass serves."""
+        control = self._control
+        offsets = () if position is None or position.epoch != epoch else position.worker_offsets
+        control[_EPOCH] = epoch
+        control[_OFFSETS] = len(offsets)
+        control[_OFFSETS + 1 : _OFFSETS + 1 + len(offsets)] = list(offsets)
+        control[_SET] = 1 + (position.worker_rotation if offsets and position else 0)
+
+    def read_control(self) -> ResumePosition | None:
+        """What the training process published for this pass (``None``: nothing yet)."""
+        control = self._control
+        if not control[_SET]:
+            return None
+        parts = control[_OFFSETS]
+        offsets = tuple(control[_OFFSETS + 1 : _OFFSETS + 1 + parts])
+        return ResumePosition(control[_EPOCH], 0, offsets, True, worker_rotation=control[_SET] - 1)
+
+    # ---- metrics ----------------------------------------------------------------------------
+
+    def publish(
+        self, row: int, published: dict[str, int], *counters: PipelineMetrics | DecodedCounters
+    ) -> None:
+        """Add to ``row`` what ``counters`` counted since the last call (``published``)."""
+        current: dict[str, int] = {}
+        for counter in counters:
+            for name, value in asdict(counter).items():
+                current[name] = int(value * 1e6) if name in _SECONDS else value
+        base = (row % _ROWS) * len(COUNTERS)
+        shared = self._metrics
+        for i, name in enumerate(COUNTERS):
+            if name not in current:
+                continue
+            if i in _PEAKS:
+                shared[base + i] = max(shared[base + i], current[name])
+            else:
+                shared[base + i] += current[name] - published.get(name, 0)
+        published.update(current)
+
+    def totals(self) -> dict[str, Any]:
+        """Every counter over every row: sums, peaks as maxima, seconds as seconds."""
+        rows = np.asarray(self._metrics[:], dtype=np.int64).reshape(_ROWS, len(COUNTERS))
+        out: dict[str, Any] = {}
+        for i, name in enumerate(COUNTERS):
+            value = int(rows[:, i].max() if i in _PEAKS else rows[:, i].sum())
+            out[name] = value / 1e6 if name in _SECONDS else value
+        return out
+
+    def reset_metrics(self) -> None:
+        """Zero every metrics row."""
+        self._metrics[:] = [0] * (_ROWS * len(COUNTERS))
+
+    # ---- pickling -----------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        spawning = mp_context.get_spawning_popen() is not None
+        return {"arrays": (self._metrics, self._control) if spawning else None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if state["arrays"] is None:
+            self.__init__()  # type: ignore[misc]
+        else:
+            self._metrics, self._control = state["arrays"]
