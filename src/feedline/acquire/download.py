@@ -32,8 +32,7 @@ from feedline.acquire.sources import Body, Source, open_source
 from feedline.errors import FeedlineError
 from feedline.io import RangeError, TransientError, process_lock
 from feedline.io.atomic import install, remove_stale_temps
-from feedline.io.http.client import http_date_to_epoch
-from feedline.io.http.headers import strong_etag
+from feedline.io.http.headers import http_date_to_epoch, strong_etag
 from feedline.io.retry import DEFAULT_RETRY, RetryPolicy
 from feedline.validate import check_int
 

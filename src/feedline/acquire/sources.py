@@ -23,9 +23,9 @@ from feedline.acquire.checkpoint import Checkpoint
 from feedline.acquire.errors import DownloadError
 from feedline.io import FsspecStore, HttpStore, Store, TransientError, open_object
 from feedline.io.errors import AccessDeniedError, NotFoundError, RangeError, StoreError
-from feedline.io.http.client import redact, status_error
+from feedline.io.http.client import status_error
 from feedline.io.http.headers import parse_content_range, strong_etag
-from feedline.io.redact import redact_text
+from feedline.io.redact import redact_text, redact_url
 
 S3_READ_BYTES = 8 << 20  # read-ahead block: one GET per 8 MiB, not one per 256 KiB buffer
 
@@ -118,7 +118,7 @@ class HttpSource:
     def __init__(self, store: HttpStore, name: str) -> None:
         self.client = store.client
         self.full_url = f"{store.base_url}/{name}"
-        self.url = redact(self.full_url)
+        self.url = redact_url(self.full_url)
 
     def open(self, offset: int, ckpt: Checkpoint | None) -> Body:
         headers: dict[str, str] = {}

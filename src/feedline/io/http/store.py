@@ -6,7 +6,9 @@ import io
 from typing import IO
 
 from feedline.io.errors import StoreError
-from feedline.io.http.client import HttpRangeClient, http_date_to_epoch, redact
+from feedline.io.http.client import HttpRangeClient
+from feedline.io.http.headers import http_date_to_epoch
+from feedline.io.redact import redact_url
 from feedline.io.store import ObjectInfo, RangedFile, Store, _check_range
 
 
@@ -19,7 +21,7 @@ class HttpStore(Store):
 
     def __init__(self, base_url: str, client: HttpRangeClient | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self.root_url = redact(self.base_url)
+        self.root_url = redact_url(self.base_url)
         self.client = client or HttpRangeClient()
         self.max_connections = self.client.max_connections
 
