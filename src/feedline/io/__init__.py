@@ -25,7 +25,8 @@ _EXPORTS = {
     "HttpRangeClient": "feedline.io.http.client",
     "HttpStore": "feedline.io.http.store",
     "AtomicFile": "feedline.io.atomic",
-    "atomic_write": "feedline.io.atomic",
+    "atomic_file": "feedline.io.upload",
+    "atomic_write": "feedline.io.upload",
     "process_lock": "feedline.io.locks",
     "open_object": "feedline.io.open",
     "open_store": "feedline.io.open",
@@ -54,6 +55,7 @@ __all__ = [
     "Store",
     "StoreError",
     "TransientError",
+    "atomic_file",
     "atomic_write",
     "call_with_retries",
     "feedline_home",
@@ -63,7 +65,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from feedline.io.atomic import AtomicFile, atomic_write
+    from feedline.io.atomic import AtomicFile
     from feedline.io.errors import (
         AccessDeniedError,
         CorpusFormatError,
@@ -83,6 +85,7 @@ if TYPE_CHECKING:
     from feedline.io.open import open_object, open_store
     from feedline.io.retry import RetryPolicy, call_with_retries
     from feedline.io.store import LocalStore, ObjectInfo, Store
+    from feedline.io.upload import atomic_file, atomic_write
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

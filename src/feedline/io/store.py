@@ -110,6 +110,12 @@ class Store(ABC):
         """Release pooled connections; the store must not be used afterwards."""
         return None
 
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.root_url!r})"
 
