@@ -20,7 +20,7 @@ from feedline.acquire.download import (
 from feedline.acquire.errors import DownloadError
 from feedline.io import HttpRangeClient
 from feedline.io.atomic import temp_path
-from feedline.io.http.client import redact
+from feedline.io.redact import redact_url
 from feedline.io.retry import RetryPolicy
 
 SIZE = 6 << 20
@@ -56,7 +56,7 @@ def leave_partial(
     head = HttpRangeClient().head(url)
     part_path(dest).write_bytes(data[:verified] + tail)
     ckpt = Checkpoint(
-        url=redact(url),
+        url=redact_url(url),
         expected_size=head.size,
         verified_bytes=verified,
         sha256_prefix=sha(data[:verified]),

@@ -142,3 +142,29 @@ def test_hub_store_is_constructed_offline(monkeypatch: pytest.MonkeyPatch) -> No
         store.stat("meta/info.json")
     assert "\n" not in str(info.value) and "meta/info.json" in str(info.value)
     assert time.monotonic() - began < 5.0
+
+
+def test_local_open_from_resumes_only_the_same_file(tmp_path) -> None:
+    """A local file's validator is its fingerprint (inode + mtime + size) and mtime."""
+    data = os.urandom(100_000)
+    (tmp_path / "obj.bin").write_bytes(data)
+    with open_store(str(tmp_path)) as store:
+        seen = store.validator("obj.bin")
+        assert seen.etag and seen.etag.startswith("local:") and seen.size == len(data)
+        body = store.open_from("obj.bin", 60_000, seen)
+        assert (body.start, body.total, body.why_restart) == (60_000, len(data), "")
+        assert body.readinto(memoryview(bytearray(len(data)))) == len(data) - 60_000
+        body.close()
+        (tmp_path / "obj.bin").write_bytes(data[::-1])
+        later = time.time() + 5
+        os.utime(tmp_path / "obj.bin", (later, later))
+        body = store.open_from("obj.bin", 60_000, seen)
+        buffer = bytearray(len(data))
+        assert body.start == 0 and "changed" in body.why_restart
+        assert body.readinto(memoryview(buffer)) == len(data) and bytes(buffer) == data[::-1]
+        body.close()
+        with pytest.raises(RangeError) as info:
+            store.open_from("obj.bin", len(data) + 1, store.validator("obj.bin"))
+        assert info.value.total == len(data)
+        with pytest.raises(NotFoundError, match="no such object"):
+            store.open_from("absent.bin")

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from feedline.io import atomic_write
+from feedline.io import ObjectValidator, atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,11 @@ class Checkpoint:
     def has_validator(self) -> bool:
         """Resuming is only safe when the server can tell us the object is still the same one."""
         return bool(self.etag or self.last_modified)
+
+    @property
+    def validator(self) -> ObjectValidator:
+        """The identity of the object these bytes came from, as the store's resume takes it."""
+        return ObjectValidator(self.expected_size, self.etag, self.last_modified, self.version_id)
 
     def save(self, path: Path, *, durable: bool = True) -> None:
         """Replace the checkpoint atomically; ``durable`` also fsyncs it (and its folder).

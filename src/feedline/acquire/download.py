@@ -28,12 +28,10 @@ from typing import Any
 
 from feedline.acquire.checkpoint import Checkpoint, hash_prefix, remove_quietly
 from feedline.acquire.errors import DownloadError
-from feedline.acquire.sources import Body, Source, open_source
-from feedline.errors import FeedlineError
-from feedline.io import RangeError, TransientError, process_lock
+from feedline.acquire.prefix import check_prefix
+from feedline.acquire.sources import Source, open_source
+from feedline.io import Body, RangeError, StoreError, TransientError, process_lock
 from feedline.io.atomic import install, remove_stale_temps
-from feedline.io.http.client import http_date_to_epoch
-from feedline.io.http.headers import strong_etag
 from feedline.io.retry import DEFAULT_RETRY, RetryPolicy
 from feedline.validate import check_int
 
@@ -47,12 +45,6 @@ HASH_BUFFERS = 4  # read-ahead ring: the hash thread may lag the network by this
 #: An attempt that ends in a failure counts as progress (resetting the failure count) only when
 #: it moved the verified offset this far: a server trickling a few bytes per attempt is failing.
 PROGRESS_BYTES = 64 << 10
-#: A prefix fetched less than this long after the object's Last-Modified may belong to a
-#: version replaced within the same second (same date, same nginx ETag): it is read back first.
-SAME_SECOND_MARGIN_S = 2.0
-PREFIX_SAMPLE_BYTES = 64 << 10  # read back before a resume: the tail of the kept prefix ...
-PREFIX_SAMPLE_BLOCK = 4 << 10  # ... and this much at each of
-PREFIX_SAMPLE_BLOCKS = 4  # spots spread over the rest of it
 MAX_RESTARTS = 3  # a source that changes under us more often than this is not downloadable now
 
 
@@ -75,18 +67,6 @@ class ShardResult:
     #: If-Range, how many bytes of the kept prefix were compared with the server's, and whether
     #: an expected sha256 was given.
     resume: dict[str, Any] | None = None
-
-
-def _sample_ranges(offset: int) -> list[tuple[int, int]]:
-    """The prefix blocks read back before a resume: the tail right before ``offset`` and
-    ``PREFIX_SAMPLE_BLOCKS`` blocks spread evenly over the rest."""
-    tail = (max(0, offset - PREFIX_SAMPLE_BYTES), offset)
-    block = min(PREFIX_SAMPLE_BLOCK, tail[0])
-    spread = [] if block <= 0 else [
-        (s, s + block) for s in sorted({i * (tail[0] - block) // max(PREFIX_SAMPLE_BLOCKS - 1, 1)
-                                        for i in range(PREFIX_SAMPLE_BLOCKS)})
-    ]
-    return [*spread, tail]
 
 
 def checkpoint_path(dest: Path) -> Path:
@@ -171,8 +151,8 @@ def download_shard(
         on_bytes: progress callback, called with each number of bytes written.
         lock_timeout_s: how long to wait for another process writing the same ``dest``.
         fsync: wait for the disk before each checkpoint (see above).
-        source: the download source to read instead of opening ``url`` (see
-            :mod:`feedline.acquire.sources`).
+        source: the download source to read instead of opening ``url``, on a store the caller
+            keeps open for other shards and closes (see :mod:`feedline.acquire.sources`).
         on_reused: called once with the bytes kept from an earlier run (see above).
         on_discard: called with the bytes thrown away by a start from byte 0 (see above).
     """
@@ -185,9 +165,14 @@ def download_shard(
     target = Path(dest)
     target.parent.mkdir(parents=True, exist_ok=True)
     lock = target.with_name(f".{target.name}.lock")
-    with process_lock(lock, lock_timeout_s, remove=True):
+    own = source is None  # a source passed in stays open for its owner's other shards
+    source = source or open_source(url, storage_options)
+    with contextlib.ExitStack() as cleanup:
+        if own:
+            cleanup.callback(source.close)
+        cleanup.enter_context(process_lock(lock, lock_timeout_s, remove=True))
         job = _Download(
-            source or open_source(url, storage_options),
+            source,
             target,
             expected_sha256=expected_sha256.lower() if expected_sha256 else None,
             checkpoint_bytes=checkpoint_bytes,
@@ -382,7 +367,7 @@ class _Download:
                         self.part,
                         on_disk - ckpt.verified_bytes,
                     )
-                mismatch = self._sample_prefix(ckpt)
+                mismatch, self.resume = check_prefix(self.source, self.part, ckpt, bool(self.expected))
                 if mismatch is None:
                     log.info("%s: resuming at verified byte %d", self.dest, ckpt.verified_bytes)
                     return ckpt.verified_bytes, hasher, ckpt
@@ -390,56 +375,6 @@ class _Download:
         log.warning("%s: %s; starting from byte 0", self.dest, reason)
         self.restarts += 1
         return 0, hashlib.sha256(), fresh
-
-    def _sample_prefix(self, ckpt: Checkpoint) -> str | None:
-        """Compare samples of the kept prefix with the server's bytes; ``None`` when they agree.
-
-        An ETag such as nginx's (mtime seconds + size) or a Last-Modified date survives a
-        same-size replacement within one second, so If-Range alone could join the old prefix to
-        the new file's tail. The last ``PREFIX_SAMPLE_BYTES`` before the offset and a few blocks
-        spread over the prefix are read back (one ranged request each) before resuming.
-        """
-        offset = ckpt.verified_bytes
-        validator = strong_etag(ckpt.etag)
-        if validator:
-            used = f"If-Range ETag {validator}"
-        elif ckpt.last_modified:
-            used = f"If-Range Last-Modified {ckpt.last_modified}"
-        else:
-            used = f"version {ckpt.version_id or ckpt.etag}"
-        self.resume = {
-            "validator": used,
-            "verified_prefix_bytes": offset,
-            "prefix_sample_bytes": 0,
-            "expected_sha256": bool(self.expected),
-        }
-        read_ranges = getattr(self.source, "read_ranges", None)
-        if read_ranges is None or offset <= 0:
-            return None  # a content-derived ETag / pinned version (S3) identifies the bytes
-        modified = http_date_to_epoch(ckpt.last_modified)
-        if ckpt.fetched_at is None or modified is None or ckpt.fetched_at - modified >= SAME_SECOND_MARGIN_S:
-            # The object had been stable for a while when its first bytes were fetched: a
-            # replacement since then has a newer date, and so a new mtime-derived ETag (RFC 9110
-            # 8.8.2.2). A checkpoint of an older feedline has no fetched_at: trusted as before.
-            self.resume["modified_before_fetch_s"] = (
-                None if ckpt.fetched_at is None or modified is None else round(ckpt.fetched_at - modified, 3)
-            )
-            return None
-        ranges = _sample_ranges(offset)
-        try:
-            remote = read_ranges(ranges)
-        except (FeedlineError, OSError) as exc:
-            return f"cannot read back a sample of the kept prefix ({exc})"
-        with open(self.part, "rb") as handle:
-            for (start, end), theirs in zip(ranges, remote, strict=True):
-                handle.seek(start)
-                if handle.read(end - start) != theirs:
-                    return (
-                        f"the server's bytes {start}-{end - 1} differ from the kept prefix although "
-                        "its validator matches (replaced within the validator's resolution)"
-                    )
-        self.resume["prefix_sample_bytes"] = sum(end - start for start, end in ranges)
-        return None
 
     # -- transfer ----------------------------------------------------------------------------
     def _transfer(self, handle: Any, offset: int, ckpt: Checkpoint) -> int:
@@ -559,6 +494,8 @@ class _Download:
                 raise DownloadError(f"{self.source.url}: server sent more than its {total} bytes")
         except TransientError as exc:
             raise _Interrupted(str(exc), offset) from None
+        except StoreError as exc:  # the store failed for good mid-body
+            raise DownloadError(str(exc)) from None
         except OSError as exc:  # the network's OSErrors are TransientError by now: this is the disk
             raise DownloadError(f"{self.part}: cannot write ({exc.strerror or exc})") from None
         finally:

@@ -11,6 +11,7 @@ finished first), each shard through :func:`feedline.dedup.shards.dedup_shard`, t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -31,9 +32,8 @@ from feedline.acquire.download import (
 )
 from feedline.acquire.errors import AcquireError, DownloadError
 from feedline.acquire.manifest import ShardEntry, VerdictWriter, emit_manifest, verdict_writer
-from feedline.acquire.sources import source_for, split_object_url
+from feedline.acquire.sources import FolderStores
 from feedline.errors import FeedlineError
-from feedline.io import open_store
 from feedline.io.errors import CorpusFormatError
 from feedline.io.jsonl import is_jsonl, kept_shard_names, stream_jsonl
 from feedline.io.redact import redact_text
@@ -91,39 +91,33 @@ def shard_name(url: str) -> str:
     return name
 
 
-def shard_sizes(urls: Sequence[str], config: RunConfig) -> dict[str, int | None]:
+def shard_sizes(
+    urls: Sequence[str], config: RunConfig, stores: FolderStores | None = None
+) -> dict[str, int | None]:
     """Each shard's size for the progress total: from the listing when the URL came from a glob
-    (``config.sizes``), else one HEAD (a stat for S3 and files), a few at once, one store per
-    folder so the requests share connections. ``None`` where the question failed: the download
-    itself then reports the error (a presigned GET URL, for one, may refuse HEAD)."""
+    (``config.sizes``), else one HEAD (a stat for S3 and files), a few at once, on the run's
+    ``stores`` (one per folder, so the requests share connections; opened here and closed again
+    when not given). ``None`` where the question failed: the download itself then reports the
+    error (a presigned GET URL, for one, may refuse HEAD)."""
     sizes: dict[str, int | None] = {url: config.sizes.get(url) for url in urls}
     todo = [url for url in urls if sizes[url] is None]
     if not todo:
         return sizes
-    stores: dict[str, Any] = {}
-    lock = threading.Lock()
 
     def size(url: str) -> int | None:
         try:
-            folder, name = split_object_url(url)
-            with lock:
-                store = stores.get(folder)
-                if store is None:
-                    store = stores[folder] = open_store(folder, **config.storage_options)
-            return source_for(store, name).stat().size
+            return run_stores.source(url).stat().size
         except FeedlineError as exc:
             log.debug("%s: size unknown (%s)", redact_text(url), redact_text(str(exc)))
             return None
 
-    try:
+    with contextlib.ExitStack() as cleanup:
+        run_stores = stores or cleanup.enter_context(FolderStores(config.storage_options))
         with ThreadPoolExecutor(
             max_workers=min(len(todo), max(config.workers, STAT_THREADS)), thread_name_prefix="feedline-head"
         ) as pool:
             for url, found in zip(todo, pool.map(size, todo), strict=True):
                 sizes[url] = found
-    finally:
-        for store in stores.values():
-            store.close()
     return sizes
 
 
@@ -154,7 +148,15 @@ def download_each(config: RunConfig) -> tuple[list[ShardResult], list[tuple[str,
         seen[name] = url
     unique = list(dict.fromkeys(config.urls))
     config.out_dir.mkdir(parents=True, exist_ok=True)
-    sizes = shard_sizes(unique, config)
+    with FolderStores(config.storage_options) as stores:  # one per folder for the whole run
+        return _download_each(config, unique, stores)
+
+
+def _download_each(
+    config: RunConfig, unique: list[str], stores: FolderStores
+) -> tuple[list[ShardResult], list[tuple[str, str]]]:
+    """:func:`download_each` on the run's stores: sizes, then the shards in parallel."""
+    sizes = shard_sizes(unique, config, stores)
     kept = {url: reusable_bytes(config.out_dir / shard_name(url), sizes[url]) for url in unique}
     unknown = sum(size is None for size in sizes.values())
     if unknown:
@@ -173,8 +175,8 @@ def download_each(config: RunConfig) -> tuple[list[ShardResult], list[tuple[str,
         result = download_shard(
             url,
             config.out_dir / name,
+            source=stores.source(url),
             expected_sha256=expected,
-            storage_options=config.storage_options,
             checkpoint_bytes=config.checkpoint_bytes,
             on_bytes=tick,
             fsync=config.fsync,

@@ -19,7 +19,6 @@ from typing import IO
 import zstandard
 
 from feedline.curate.errors import CurateError, RetryableFailure
-from feedline.io.atomic import AtomicFile, atomic_write
 from feedline.io.errors import (
     CorpusFormatError,
     NotFoundError,
@@ -30,6 +29,7 @@ from feedline.io.errors import (
 from feedline.io.globs import expand_paths
 from feedline.io.lines import LineReader, open_input
 from feedline.io.paths import is_url, local_path
+from feedline.io.upload import atomic_file, atomic_write
 
 GZIP_LEVEL = 6  # zlib's default: ~3x faster than gzip.open's 9 for a few percent of size
 ZSTD_LEVEL = 3
@@ -131,7 +131,7 @@ class AtomicOutput:
     def __init__(self, path: str, compression: str | None = None) -> None:
         self.path = path
         self.compression = compression_of(path) if compression is None else compression
-        self._file = AtomicFile(path)
+        self._file = atomic_file(path)
         self._raw = self._file.handle
         self.bytes_in = 0
         self._zstd: zstandard.ZstdCompressionWriter | None = None

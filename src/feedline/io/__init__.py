@@ -25,10 +25,14 @@ _EXPORTS = {
     "HttpRangeClient": "feedline.io.http.client",
     "HttpStore": "feedline.io.http.store",
     "AtomicFile": "feedline.io.atomic",
-    "atomic_write": "feedline.io.atomic",
+    "atomic_file": "feedline.io.upload",
+    "atomic_write": "feedline.io.upload",
+    "Body": "feedline.io.body",
+    "ObjectValidator": "feedline.io.body",
     "process_lock": "feedline.io.locks",
     "open_object": "feedline.io.open",
     "open_store": "feedline.io.open",
+    "split_object_url": "feedline.io.open",
     "RetryPolicy": "feedline.io.retry",
     "call_with_retries": "feedline.io.retry",
     "LocalStore": "feedline.io.store",
@@ -38,6 +42,7 @@ _EXPORTS = {
 
 __all__ = [
     "AtomicFile",
+    "Body",
     "CorpusFormatError",
     "IoError",
     "stream_jsonl",
@@ -49,21 +54,25 @@ __all__ = [
     "LockTimeout",
     "NotFoundError",
     "ObjectInfo",
+    "ObjectValidator",
     "RangeError",
     "RetryPolicy",
     "Store",
     "StoreError",
     "TransientError",
+    "atomic_file",
     "atomic_write",
     "call_with_retries",
     "feedline_home",
     "open_object",
     "open_store",
     "process_lock",
+    "split_object_url",
 ]
 
 if TYPE_CHECKING:
-    from feedline.io.atomic import AtomicFile, atomic_write
+    from feedline.io.atomic import AtomicFile
+    from feedline.io.body import Body, ObjectValidator
     from feedline.io.errors import (
         AccessDeniedError,
         CorpusFormatError,
@@ -80,9 +89,10 @@ if TYPE_CHECKING:
     from feedline.io.http.store import HttpStore
     from feedline.io.jsonl import stream_jsonl
     from feedline.io.locks import process_lock
-    from feedline.io.open import open_object, open_store
+    from feedline.io.open import open_object, open_store, split_object_url
     from feedline.io.retry import RetryPolicy, call_with_retries
     from feedline.io.store import LocalStore, ObjectInfo, Store
+    from feedline.io.upload import atomic_file, atomic_write
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -10,8 +10,11 @@ Permissions: the temp is created with mode ``0o666`` and the kernel applies the 
 for a plain ``open()``. Nothing reads the umask: reading it means setting it (``os.umask``), which
 is process-global, so a thread creating a file at that moment would get the wrong mode.
 
-A URL target is staged in a local temp file and uploaded with one PUT on commit: object stores
-install a whole object or nothing.
+A URL target is staged in a local temp file and handed on commit to the ``upload`` its caller
+gives (one PUT: object stores install a whole object or nothing). This module knows no stores:
+it sits below them (``LocalStore`` writes through it), so the upload comes from above —
+:mod:`feedline.io.upload`, whose :func:`~feedline.io.upload.atomic_write` is the one
+``feedline.io`` exports.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ import os
 import re
 import secrets
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from feedline.io.paths import is_url, local_path
+from feedline.io.redact import redact_text
 
 #: What follows ``.<name>`` in a temp's name: one dot-free word (ours are 8 hex digits; older
 #: versions used mkstemp's), so temps of ``a.jsonl.gz`` never match those of ``a.jsonl``.
@@ -82,24 +86,38 @@ class AtomicFile:
     attribute files, mix shards, sidecars) builds on this class or on :func:`atomic_write`.
 
     Args:
-        target: a local path (``file://`` allowed), or a URL feedline.io can write, staged in a
-            local temp file and uploaded on commit.
+        target: a local path (``file://`` allowed), or a URL, staged in a local temp file and
+            given to ``upload`` on commit.
         mode: a write mode for :attr:`handle` (``"wb"`` default, ``"w"`` for text).
         durable: fsync the data before the rename and the folder after it (default). ``False``
             keeps the install atomic for every other process but lets an OS crash lose it; for
             files whose readers re-verify them anyway (download checkpoints), where each fsync
             would also flush unrelated pending writes on ext4/XFS.
+        upload: for a URL target, puts the complete staged file at ``target`` (required then;
+            :func:`feedline.io.upload.atomic_file` supplies it).
         **open_kwargs: ``encoding``, ``newline``, ``buffering`` ... as for ``open()``.
     """
 
     def __init__(
-        self, target: str | os.PathLike[str], mode: str = "wb", *, durable: bool = True, **open_kwargs: Any
+        self,
+        target: str | os.PathLike[str],
+        mode: str = "wb",
+        *,
+        durable: bool = True,
+        upload: Callable[[Path], None] | None = None,
+        **open_kwargs: Any,
     ) -> None:
         if "w" not in mode or any(c in mode for c in "ra+x"):
             raise ValueError(f"AtomicFile needs a write mode ('w' or 'wb'), got {mode!r}")
         self.target = os.fspath(target)
         self.durable = durable
         self.remote = is_url(self.target)
+        if self.remote and upload is None:
+            raise ValueError(
+                f"AtomicFile: {redact_text(self.target)} is a URL and no upload was given; "
+                "write it with feedline.io.atomic_write or atomic_file"
+            )
+        self._upload = upload
         if self.remote:
             fd, name = tempfile.mkstemp(prefix="feedline-", suffix=".upload")
             self._tmp = Path(name)
@@ -132,20 +150,14 @@ class AtomicFile:
             if self.durable and not self.remote:
                 os.fsync(self.handle.fileno())
             self.handle.close()
-            if self.remote:
-                self._upload()
+            if self._upload is not None:
+                self._upload(self._tmp)
+                self._tmp.unlink()
             else:
                 install(self._tmp, self._final, durable=self.durable)
         except BaseException:
             self._discard()
             raise
-
-    def _upload(self) -> None:
-        from feedline.io.open import open_object
-
-        store, name = open_object(self.target)
-        store.write_bytes(name, self._tmp.read_bytes())
-        self._tmp.unlink()
 
     def abort(self) -> None:
         """Drop what was written; the file at ``target`` (if any) is untouched."""
@@ -176,7 +188,7 @@ def atomic_write(
     without an exception; on any exception the old file stays and the temp is removed.
 
     Args:
-        path: the target (a local path, or a URL feedline.io can write).
+        path: the target, a local path (:func:`feedline.io.upload.atomic_write` takes URLs too).
         mode: ``"wb"`` (default) or ``"w"``.
         durable: see :class:`AtomicFile`.
         **open_kwargs: as for ``open()`` (``encoding`` ...).

@@ -13,6 +13,7 @@ from feedline.io.http.client import (
     HttpRangeClient,
 )
 from feedline.io.http.store import HttpStore
+from feedline.io.redact import redact_text
 from feedline.io.store import LocalStore, Store
 
 #: Storage options feedline itself understands; everything else goes to the filesystem.
@@ -73,14 +74,22 @@ def open_store(url: str, **storage_options: Any) -> Store:
     return FsspecStore(fs, root, protocol=scheme, max_connections=max_connections)
 
 
-def open_object(url: str, **storage_options: Any) -> tuple[Store, str]:
-    """Split an object URL into (the store of its folder, the object's name)."""
+def split_object_url(url: str) -> tuple[str, str]:
+    """(the URL of an object's folder, the object's name): objects of one folder share one store
+    (and its connections), so a caller opening many of them keys its stores by the first."""
     if "://" in url:
         scheme, rest = url.split("://", 1)
         parent, _, name = rest.rstrip("/").rpartition("/")
         if not parent or not name:
-            raise StoreError(f"{url}: not the URL of an object")
-        return open_store(f"{scheme}://{parent}", **storage_options), name
+            raise StoreError(f"{redact_text(url)}: not the URL of an object")
+        return f"{scheme}://{parent}", name
     path = url[len("file://") :] if url.startswith("file://") else url
     parent, _, name = path.rpartition("/")
-    return open_store(parent or ".", **storage_options), name
+    return parent or ".", name
+
+
+def open_object(url: str, **storage_options: Any) -> tuple[Store, str]:
+    """Split an object URL into (the store of its folder, the object's name); the store is the
+    caller's to close."""
+    folder, name = split_object_url(url)
+    return open_store(folder, **storage_options), name

@@ -1,15 +1,17 @@
 """Hide credentials in any text: ``user:password@`` in URLs and secret-looking query values.
 
-:func:`feedline.io.http.client.redact` turns one URL into its credential-free form (no userinfo,
-no query). :func:`redact_text` is the net for everything else: error messages that quote a URL,
-exception texts from libraries, and log records (``feedline`` installs :class:`RedactingFilter`
-on its log handlers, so urllib3's debug log under ``-vv`` never prints a query token either).
+:func:`redact_url` turns one URL into its credential-free form (no userinfo, no query): the
+name a store shows for an object. :func:`redact_text` is the net for everything else: error
+messages that quote a URL, exception texts from libraries, and log records (``feedline`` installs
+:class:`RedactingFilter` on its log handlers, so urllib3's debug log under ``-vv`` never prints a
+query token either). One module, so every part hides the same things the same way.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from urllib.parse import urlsplit, urlunsplit
 
 #: ``scheme://user:password@`` or ``scheme://token@``: the userinfo goes.
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@?#\"'<>]+@")
@@ -19,6 +21,15 @@ _SECRET_PARAM = re.compile(
     r"code|jwt|bearer)[^=&;\s\"'#]*)=)[^&;\s\"'#]*"
 )
 MASK = "***"
+
+
+def redact_url(url: str) -> str:
+    """``url`` without user:password or query string, which may carry credentials/tokens."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def redact_text(text: str) -> str:

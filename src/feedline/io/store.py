@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from feedline.io.atomic import atomic_write
+from feedline.io.body import Body, ObjectValidator, file_body, read_error
 from feedline.io.errors import AccessDeniedError, NotFoundError, RangeError, StoreError
 
 
@@ -50,6 +51,10 @@ class Store(ABC):
     root_url: str
     #: Most ranged reads in flight at once for :meth:`read_ranges`.
     max_connections: int = 16
+    #: Whether this store's validators can miss a replacement: HTTP's Last-Modified and nginx's
+    #: ETag (mtime seconds + size) stay equal for a same-size replacement within one second, so
+    #: a resume on them should read back a sample of what it keeps.
+    coarse_validators: bool = False
 
     def clean_path(self, path: str) -> str:
         """Normalise ``path`` and refuse one that leaves the root."""
@@ -82,6 +87,38 @@ class Store(ABC):
     def open(self, path: str) -> IO[bytes]:
         """A seekable binary file object (pyarrow and PyAV read through it)."""
 
+    def validator(self, path: str) -> ObjectValidator:
+        """The identity a read of ``path`` would record now (:attr:`Body.validator`), without
+        reading it: size, ETag (or the fingerprint), Last-Modified, version id."""
+        try:
+            info = self.stat(path)
+        except Exception as exc:  # noqa: BLE001 - sorted into not-found / denied / transient
+            raise read_error(self.url(path), exc) from None
+        return _stat_validator(info)
+
+    def open_from(self, path: str, offset: int = 0, validator: ObjectValidator | None = None) -> Body:
+        """``path`` opened for one streaming read from byte ``offset``, if it is still the object
+        ``validator`` describes (the :attr:`Body.validator` of an earlier read); else the body
+        starts at byte 0 and :attr:`Body.why_restart` says why. An offset past the end raises
+        :class:`RangeError` with the size, so the caller can tell "already complete".
+
+        This default compares the stat fingerprint (a local file's inode + mtime + size) taken
+        as the file is opened; HTTP and fsspec stores pin the read on the wire instead.
+        """
+        url = self.url(path)
+        try:
+            seen = _stat_validator(self.stat(path))
+            handle = self.open(path)
+        except Exception as exc:  # noqa: BLE001 - sorted into not-found / denied / transient
+            raise read_error(url, exc) from None
+        try:
+            return file_body(url, handle, offset, validator, seen)
+        except BaseException as exc:
+            handle.close()
+            if isinstance(exc, Exception):
+                raise read_error(url, exc) from None
+            raise
+
     def read_ranges(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Many ranges of one object, at most :attr:`max_connections` in flight."""
         if len(ranges) <= 1:
@@ -110,8 +147,25 @@ class Store(ABC):
         """Release pooled connections; the store must not be used afterwards."""
         return None
 
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.root_url!r})"
+
+
+def _stat_validator(info: ObjectInfo) -> ObjectValidator:
+    """The validator of a store whose only identity is its stat: the fingerprint stands in for
+    an ETag, and the mtime (as text, so it compares exactly) for Last-Modified."""
+    return ObjectValidator(
+        size=info.size,
+        etag=info.etag or info.fingerprint,
+        last_modified=None if info.last_modified is None else repr(info.last_modified),
+        version_id=info.version_id,
+    )
 
 
 class LocalStore(Store):

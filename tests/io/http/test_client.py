@@ -14,7 +14,9 @@ import threading
 import pytest
 
 from feedline.io import IoError, NotFoundError, RangeError, StoreError, TransientError
-from feedline.io.http.client import HttpRangeClient, http_date_to_epoch, redact, status_error
+from feedline.io.http.client import HttpRangeClient, status_error
+from feedline.io.http.headers import http_date_to_epoch
+from feedline.io.redact import redact_url
 from feedline.io.retry import RetryPolicy
 
 from .access_log import requests_for
@@ -137,7 +139,7 @@ def test_credentials_are_sent_but_never_shown(client) -> None:
     message = str(info.value)
     assert "pw" not in message and "s3cr3t" not in message and "alice" not in message
     assert f"http://{host}/missing.bin" in message
-    assert redact(secret) == f"http://{host}/auth.bin"
+    assert redact_url(secret) == f"http://{host}/auth.bin"
 
 
 def test_connections_stay_within_the_bound_and_are_reused(nginx_server, url) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from feedline.episodes.errors import TrainError
 from feedline.io import open_store
 from feedline.io.errors import AccessDeniedError, NotFoundError
-from feedline.io.http.client import redact
+from feedline.io.redact import redact_url
 
 __all__ = ["CHECK_TIMEOUT_S", "check_source", "source_url"]
 
@@ -46,7 +46,7 @@ def check_source(
     url: str, storage_options: Mapping[str, Any] | None = None, timeout_s: float = CHECK_TIMEOUT_S
 ) -> None:
     """Raise :class:`TrainError` unless ``url`` answers with a ``meta/info.json`` within ``timeout_s``."""
-    shown = redact(url) if "://" in url else url
+    shown = redact_url(url) if "://" in url else url
     outcome: dict[str, BaseException | None] = {}
 
     def stat() -> None:

@@ -16,9 +16,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import SplitResult, unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urljoin, urlsplit
 
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
@@ -33,7 +32,7 @@ from feedline.io.errors import (
 )
 from feedline.io.http.connections import ConnectionPool
 from feedline.io.http.headers import parse_content_range, strong_etag, unsatisfied_range_total
-from feedline.io.redact import redact_text
+from feedline.io.redact import redact_text, redact_url
 from feedline.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
 from feedline.validate import check_int
 
@@ -65,15 +64,6 @@ class Pace:
             )
 
 
-def redact(url: str) -> str:
-    """``url`` without user:password or query string, which may carry credentials/tokens."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
 @dataclass(frozen=True)
 class HttpHead:
     """What a HEAD tells about an object."""
@@ -95,7 +85,7 @@ def status_error(url: str, status: int, reason: str = "", content_range: str | N
     ``content_range`` is the answer's ``Content-Range``: a 416's states the object size, kept as
     :attr:`RangeError.total`.
     """
-    where = redact(url)
+    where = redact_url(url)
     text = f"{where}: HTTP {status}{(' ' + reason) if reason else ''}"
     if status == 404 or status == 410:
         return NotFoundError(f"{text}: no such object; check the URL")
@@ -154,7 +144,7 @@ class HttpRangeClient:
 
     def pace(self, url: str) -> Pace:
         """The minimum-throughput watch for one request to ``url``."""
-        return Pace(redact(url), self.timeout_s, self.min_bytes_per_s)
+        return Pace(redact_url(url), self.timeout_s, self.min_bytes_per_s)
 
     # -- raw requests -------------------------------------------------------------------------
     def request(
@@ -175,7 +165,7 @@ class HttpRangeClient:
                 redirect=True,
             )
         except Urllib3HTTPError as exc:
-            raise TransientError(f"{redact(url)}: {type(exc).__name__}: {_short(exc)}") from None
+            raise TransientError(f"{redact_url(url)}: {type(exc).__name__}: {_short(exc)}") from None
 
     def head(self, url: str) -> HttpHead:
         """Size and validators; falls back to a one-byte GET when a server refuses HEAD."""
@@ -196,7 +186,7 @@ class HttpRangeClient:
                 accept_ranges=resp.headers.get("Accept-Ranges", "").lower() == "bytes",
             )
 
-        return call_with_retries(once, policy=self.retry, what=f"HEAD {redact(url)}")
+        return call_with_retries(once, policy=self.retry, what=f"HEAD {redact_url(url)}")
 
     def _head_by_get(self, url: str) -> HttpHead:
         resp = self.request("GET", url, headers={"Range": "bytes=0-0"}, preload_content=False)
@@ -204,7 +194,7 @@ class HttpRangeClient:
             if resp.status == 206:
                 answered = parse_content_range(resp.headers.get("Content-Range"))
                 if answered is None or answered.total is None:
-                    raise StoreError(f"{redact(url)}: unusable Content-Range in reply")
+                    raise StoreError(f"{redact_url(url)}: unusable Content-Range in reply")
                 size, ranges = answered.total, True
             elif resp.status == 200 and resp.headers.get("Content-Length") is not None:
                 size, ranges = int(resp.headers["Content-Length"]), False
@@ -235,7 +225,7 @@ class HttpRangeClient:
         def once() -> None:
             self._get_range_into(url, start, end, view, filled, redirects=5)
 
-        call_with_retries(once, policy=self.retry, what=f"GET {redact(url)}")
+        call_with_retries(once, policy=self.retry, what=f"GET {redact_url(url)}")
         return bytes(out)
 
     def _get_range_into(
@@ -255,7 +245,7 @@ class HttpRangeClient:
                 conn.request("GET", target, headers=headers)
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as exc:
-                raise TransientError(f"{redact(url)}: {type(exc).__name__}: {_short(exc)}") from None
+                raise TransientError(f"{redact_url(url)}: {type(exc).__name__}: {_short(exc)}") from None
             status = resp.status
             if status in (301, 302, 303, 307, 308) and resp.getheader("Location") and redirects > 0:
                 resp.read()
@@ -269,11 +259,11 @@ class HttpRangeClient:
                 answered = parse_content_range(resp.getheader("Content-Range"))
                 if answered is not None and answered.total is not None and answered.total < end:
                     raise RangeError(
-                        f"{redact(url)}: range end {end} past object size {answered.total}", answered.total
+                        f"{redact_url(url)}: range end {end} past object size {answered.total}", answered.total
                     )
                 if answered is None or answered.first != offset or answered.end > end:
                     raise StoreError(
-                        f"{redact(url)}: server answered range "
+                        f"{redact_url(url)}: server answered range "
                         f"{resp.getheader('Content-Range')!r} to bytes={offset}-{end - 1}"
                     )
                 skip = 0
@@ -281,7 +271,7 @@ class HttpRangeClient:
                 # The server ignored Range: skip to our offset in the full body, then hang up.
                 length = resp.getheader("Content-Length")
                 if length is not None and int(length) < end:
-                    raise RangeError(f"{redact(url)}: range end {end} past object size {length}", int(length))
+                    raise RangeError(f"{redact_url(url)}: range end {end} past object size {length}", int(length))
                 skip = offset
             else:
                 resp.read()
@@ -310,21 +300,21 @@ class HttpRangeClient:
             while skip > 0:
                 chunk = resp.read1(min(skip, 1 << 20))
                 if not chunk:
-                    raise TransientError(f"{redact(url)}: body ended while skipping to offset")
+                    raise TransientError(f"{redact_url(url)}: body ended while skipping to offset")
                 skip -= len(chunk)
                 received += len(chunk)
                 pace.check(received)
             while filled[0] < total:
                 n = resp.readinto1(view[filled[0] : min(total, filled[0] + (1 << 20))])
                 if not n:
-                    raise TransientError(f"{redact(url)}: body ended after {filled[0]} of {total} bytes")
+                    raise TransientError(f"{redact_url(url)}: body ended after {filled[0]} of {total} bytes")
                 filled[0] += n
                 received += n
                 pace.check(received)
             if resp.length == 0:
                 resp.read()  # marks the answer complete (read1 does not), so the connection is reused
         except (OSError, http.client.HTTPException) as exc:
-            raise TransientError(f"{redact(url)}: {type(exc).__name__}: {_short(exc)}") from None
+            raise TransientError(f"{redact_url(url)}: {type(exc).__name__}: {_short(exc)}") from None
 
     def get_ranges(self, url: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Many ranges of one object, at most ``max_connections`` in flight.
@@ -374,13 +364,3 @@ def _split(start: int, end: int, parts: int) -> list[tuple[int, int]]:
 def _short(exc: BaseException) -> str:
     text = redact_text(str(exc))
     return text if len(text) < 200 else text[:200] + "..."
-
-
-def http_date_to_epoch(value: str | None) -> float | None:
-    """Parse a ``Last-Modified`` header; ``None`` when absent or malformed."""
-    if not value:
-        return None
-    try:
-        return parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError):
-        return None

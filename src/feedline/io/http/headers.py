@@ -1,14 +1,16 @@
-"""The HTTP headers feedline trusts bytes on: ``Content-Range`` and ``ETag``.
+"""The HTTP headers feedline trusts bytes on: ``Content-Range``, ``ETag`` and ``Last-Modified``.
 
 One parser for both the range client (random reads) and the downloader (resume), so they agree
 on what a server's answer means: which bytes a 206 carries, how large the object is, what a 416
-says about the size, and which ETags identify bytes (strong) rather than meaning (weak).
+says about the size, which ETags identify bytes (strong) rather than meaning (weak), and when
+the object last changed.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 
 _SATISFIED = re.compile(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
 _UNSATISFIED = re.compile(r"\s*bytes\s+\*/(\d+)\s*$", re.IGNORECASE)
@@ -54,3 +56,12 @@ def strong_etag(etag: str | None) -> str | None:
     an object nor guard a byte-range resume (``If-Range`` requires a strong validator).
     """
     return etag if etag and not etag.startswith("W/") else None
+
+def http_date_to_epoch(value: str | None) -> float | None:
+    """Parse a ``Last-Modified`` header; ``None`` when absent or malformed."""
+    if not value:
+        return None
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
