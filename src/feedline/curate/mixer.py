@@ -10,6 +10,7 @@ or misaligned attribute file is an error naming both files, shards are cut by *o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -26,9 +27,10 @@ import yaml
 from feedline.curate import files
 from feedline.curate.errors import AlignmentError, CurateError
 from feedline.curate.jsonpath import JsonPath
-from feedline.curate.progress import DocProgress
 from feedline.curate.runtime import attribute_path, relative_name
 from feedline.io.paths import is_url
+from feedline.run.pool import pool_map
+from feedline.run.progress import Progress
 from feedline.validate import check_int
 
 log = logging.getLogger("feedline.curate")
@@ -463,8 +465,6 @@ class _Ticker:
 def mix_stream(stream: StreamConfig, progress: Callable[[int], None] | None = None) -> StreamReport:
     """Mix one stream; returns counts and the shard paths; ``progress(n)`` gets document counts
     in batches while it runs."""
-    import contextlib
-
     started = time.monotonic()
     report = StreamReport(stream.name, min_text_length=stream.min_text_length)
     counts = [FilterCount("include", p.text) for p in stream.include] + [
@@ -569,61 +569,26 @@ def _merge_attributes(row: dict[str, Any], readers: list[Iterator[bytes]], paths
         merged.update(values)
 
 
-_PROGRESS_QUEUE: Any = None
-
-
-def _init_mix_worker(progress_queue: Any) -> None:
-    global _PROGRESS_QUEUE
-    _PROGRESS_QUEUE = progress_queue
-
-
-def _mix_stream_worker(stream: StreamConfig) -> StreamReport:
-    queue = _PROGRESS_QUEUE
-    return mix_stream(stream, queue.put if queue is not None else None)
-
-
-def _drain(progress_queue: Any, progress: DocProgress) -> None:
-    while True:
-        try:
-            item = progress_queue.get()
-        except (EOFError, OSError):
-            return
-        if not isinstance(item, int) or item < 0:
-            return
-        progress.add(documents=item)
+def _mix_stream_task(stream: StreamConfig, report: Callable[[int], None]) -> StreamReport:
+    return mix_stream(stream, report)
 
 
 def run_mix(streams: list[StreamConfig], processes: int = 1, show_progress: bool | None = None) -> MixReport:
     """Mix every stream (in parallel across streams when ``processes`` > 1), with a documents/s
-    progress bar on a terminal (``show_progress`` forces it on or off)."""
+    progress bar on a terminal (``show_progress`` forces it on or off).
+
+    The first stream that fails stops the run: the streams still being mixed are dropped (their
+    shards are temporary files until each is complete) and the error reaches the caller.
+    """
     check_int("processes", processes, minimum=1, error=CurateError)
     started = time.monotonic()
-    progress = DocProgress("mix", total_files=len(streams), unit_files="streams", enabled=show_progress)
-    try:
-        if processes > 1 and len(streams) > 1:
-            import multiprocessing as mp
-            import threading
-            from concurrent.futures import ProcessPoolExecutor
-
-            ctx = mp.get_context("spawn")
-            progress_queue = ctx.Queue()
-            drain = threading.Thread(target=_drain, args=(progress_queue, progress), daemon=True)
-            drain.start()
-            try:
-                with ProcessPoolExecutor(min(processes, len(streams)), mp_context=ctx,
-                                         initializer=_init_mix_worker, initargs=(progress_queue,)) as pool:
-                    reports = []
-                    for report in pool.map(_mix_stream_worker, streams):
-                        reports.append(report)
-                        progress.add(files=1)
-            finally:
-                progress_queue.put(-1)
-                drain.join(timeout=5)
-        else:
-            reports = []
-            for stream in streams:
-                reports.append(mix_stream(stream, lambda n: progress.add(documents=n)))
-                progress.add(files=1)
-    finally:
-        progress.close()
+    reports: list[StreamReport] = []
+    # The documents have no total (counting them would cost a second pass); the streams do.
+    with Progress("mix", unit="doc", counters={"streams": len(streams)}, scale=True,
+                  enabled=show_progress) as progress:
+        done = pool_map(_mix_stream_task, streams, processes=processes, progress=progress.update, ordered=True)
+        with contextlib.closing(done):
+            for report in done:
+                reports.append(report)
+                progress.count(streams=1)
     return MixReport(reports, time.monotonic() - started)
