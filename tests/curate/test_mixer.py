@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from feedline.curate.errors import AlignmentError, CurateError
 from feedline.curate.jsonpath import JsonPath
-from feedline.curate.mixer import load_config, parse_config, replace_spans, run_mix
+from feedline.curate.mixconfig import load_config, parse_config
+from feedline.curate.mixer import replace_spans, run_mix
 from feedline.curate.processor import run_tag
 from feedline.curate.runtime import TagJob
 
