@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from feedline.curate import mixer
-from feedline.curate.mixer import parse_config
+from feedline.curate.mixconfig import StreamConfig, parse_config
 
 WORDS = [f"w{i}" for i in range(2000)]
 
@@ -50,7 +50,7 @@ def make_corpus(root: Path, docs: int, files: int = 8) -> None:
             path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode(), compresslevel=1))
 
 
-def config(root: Path) -> list[mixer.StreamConfig]:
+def config(root: Path) -> list[StreamConfig]:
     return parse_config({"streams": [{
         "name": "bench",
         "documents": [str(root / "documents" / "*.jsonl.gz")],

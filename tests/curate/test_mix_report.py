@@ -18,7 +18,8 @@ import subprocess
 import termios
 from pathlib import Path
 
-from feedline.curate.mixer import parse_config, run_mix
+from feedline.curate.mixconfig import parse_config
+from feedline.curate.mixer import run_mix
 from feedline.curate.processor import run_tag
 from feedline.curate.runtime import TagJob
 from tests.cli import feedline_argv

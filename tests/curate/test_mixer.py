@@ -3,6 +3,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 
 from feedline.curate.errors import AlignmentError, CurateError
 from feedline.curate.jsonpath import JsonPath
-from feedline.curate.mixer import load_config, parse_config, replace_spans, run_mix
+from feedline.curate.mixconfig import load_config, parse_config
+from feedline.curate.mixer import replace_spans, run_mix
 from feedline.curate.processor import run_tag
 from feedline.curate.runtime import TagJob
 
@@ -326,6 +328,21 @@ def test_streams_mix_in_parallel_processes(tmp_path):
     report = run_mix(streams, processes=2)
     assert [s.kept for s in report.streams] == [3, 3]
     assert [r["id"] for r in read_jsonl(tmp_path / "out" / "b-0000.jsonl.gz")] == ["b3", "b4", "b5"]
+
+
+def test_a_failing_stream_in_parallel_stops_the_mix_with_its_error(tmp_path):
+    write_jsonl(tmp_path / "a" / "documents" / "x.jsonl", [{"id": f"a{i}", "text": "t"} for i in range(5)])
+    bad = tmp_path / "b" / "documents" / "x.jsonl"
+    bad.parent.mkdir(parents=True)
+    bad.write_text('{"id": "b0", "text": "t"}\nnot json\n')
+    streams = parse_config({"streams": [
+        {"name": name, "documents": [str(tmp_path / name / "documents" / "*.jsonl")],
+         "output": {"path": str(tmp_path / "out")}} for name in ("a", "b")
+    ]})
+    with pytest.raises(CurateError, match=rf"^{re.escape(str(bad))}: line 2: invalid JSON"):
+        run_mix(streams, processes=2)
+    assert not (tmp_path / "out" / "b-0000.jsonl.gz").exists()
+    assert not (tmp_path / "out" / ".feedline-mix" / "b.json").exists()
 
 
 # ---- configuration mistakes are said, not ignored --------------------------------------------------

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -50,6 +51,20 @@ def test_rerun_skips_done_files_and_all_done_is_a_noop(tmp_path):
     # a different tagger set in the same experiment is a different job: everything reruns
     fourth = run_tag([glob_of(tmp_path)], TagJob(("char_length_v1", "doc_count_v1"), experiment="e"))
     assert len(fourth.processed) == 3
+
+
+def test_marker_records_the_file_and_a_marker_of_the_old_format_is_not_done(tmp_path):
+    make_corpus(tmp_path, files=2, docs=4)
+    job = TagJob(("char_length_v1",), experiment="e")
+    run_tag([glob_of(tmp_path)], job)
+    folder = tmp_path / "attributes" / ".feedline-tag" / "e"
+    marker = json.loads((folder / "shard_000.jsonl.gz.done").read_text())
+    assert marker["source"] == str(tmp_path / "documents" / "shard_000.jsonl.gz") and marker["documents"] == 4
+    # the format before the digest: the job's signature itself, under "job"
+    (folder / "shard_001.jsonl.gz.done").write_text(json.dumps({"job": job.signature(), "documents": 4}))
+    again = run_tag([glob_of(tmp_path)], job)
+    assert [Path(r.source).name for r in again.processed] == ["shard_001.jsonl.gz"]
+    assert "job" not in json.loads((folder / "shard_001.jsonl.gz.done").read_text())
 
 
 def test_cli_all_done_says_so(tmp_path):

@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from feedline.curate.errors import CurateError
 from feedline.curate.processor import run_tag
 from feedline.curate.runtime import TagJob
 
@@ -42,3 +43,15 @@ def test_ray_failures_are_skipped_and_reported(tmp_path, local_ray):
     assert len(report.processed) == 2
     (failed,) = report.failed
     assert failed.source.endswith("shard_009.jsonl.gz") and "line 1: not a valid document row" in failed.error
+
+
+def test_ray_failure_stops_the_run_with_one_line_naming_the_file(tmp_path, local_ray):
+    make_corpus(tmp_path, files=3, docs=5)
+    bad = tmp_path / "documents" / "shard_000.jsonl.gz"
+    write_jsonl(bad, [{"id": "x"}])  # no text
+    with pytest.raises(CurateError) as err:
+        run_tag([str(tmp_path / "documents" / "*.gz")], TagJob(("char_length_v1",), experiment="r"),
+                executor="ray")
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{bad}: line 1: not a valid document row")
+    assert not (tmp_path / "attributes" / ".feedline-tag" / "r" / "shard_000.jsonl.gz.done").exists()

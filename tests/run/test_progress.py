@@ -55,6 +55,14 @@ def test_bar_on_request_and_closed(capsys: pytest.CaptureFixture[str]) -> None:
     assert "bar" in err and "5 documents" in err
 
 
+def test_scaled_bar_shows_prefixed_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    with Progress("mix", unit="doc", counters={"streams": 2}, scale=True, enabled=True) as p:
+        p.update(4500)
+        p.count(streams=2)
+    final = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert final.startswith("mix: 4.50kdoc ") and "doc/s" in final and final.endswith("2/2 streams]")
+
+
 def test_updates_from_threads_add_up() -> None:
     p = Progress("t", enabled=False, log_every_s=3600)
     threads = [threading.Thread(target=lambda: [p.update(1, docs=2) for _ in range(1000)]) for _ in range(4)]

@@ -90,7 +90,8 @@ def _dry_run(settings: dict[str, Any], job: Any) -> int:
 
 
 def cmd_mix(args: argparse.Namespace) -> int:
-    from feedline.curate.mixer import load_mix, run_mix
+    from feedline.curate.mixconfig import load_mix
+    from feedline.curate.mixer import run_mix
 
     if args.processes is not None:
         check_int("--processes", args.processes, minimum=1, error=CurateError)

@@ -1,15 +1,16 @@
 """The mixer: join attributes to documents line by line, filter, replace spans, write shards.
 
-Reads Dolma's ``mix`` config (``streams[]``: ``name``, ``documents``, ``attributes``,
-``filter.include/exclude``, ``span_replacement[]``, ``output{path, max_size_in_bytes,
-discard_fields, min_text_length}``). Differences from Dolma on purpose: numbers compare by value
+Runs the streams of a Dolma ``mix`` config (read and checked by
+:mod:`~feedline.curate.mixconfig`). Differences from Dolma on purpose: numbers compare by value
 (see :mod:`~feedline.curate.jsonpath`), each expression is compiled once per run, a short, long
 or misaligned attribute file is an error naming both files, shards are cut by *output* bytes
-(a shard closes once its compressed size reaches ``max_size_in_bytes``) and all named ``<name>-NNNN.jsonl.gz`` (or ``.jsonl.zst``), and each shard appears atomically.
+(a shard closes once its compressed size reaches ``max_size_in_bytes``) and all named
+``<name>-NNNN.jsonl.gz`` (or ``.jsonl.zst``), and each shard appears atomically.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -21,14 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import yaml
 
 from feedline.curate import files
 from feedline.curate.errors import AlignmentError, CurateError
-from feedline.curate.jsonpath import JsonPath
-from feedline.curate.progress import DocProgress
+from feedline.curate.mixconfig import SpanReplacement, StreamConfig
 from feedline.curate.runtime import attribute_path, relative_name
 from feedline.io.paths import is_url
+from feedline.run.pool import pool_map
+from feedline.run.progress import Progress
 from feedline.validate import check_int
 
 log = logging.getLogger("feedline.curate")
@@ -37,46 +38,10 @@ SUMMARY_FOLDER = ".feedline-mix"
 #: Progress goes to the parent every this many documents or seconds, whichever comes first.
 PROGRESS_EVERY_DOCS = 1000
 PROGRESS_EVERY_S = 0.5
-DEFAULT_SHARD_BYTES = 1 << 30  # a shard closes at 1 GiB compressed unless output.max_size_in_bytes says
-_STREAM_KEYS = {"name", "documents", "attributes", "filter", "span_replacement", "output", "compression"}
-#: Top-level keys of Dolma's mixer config; ``work_dir`` is accepted with a warning that it is unused.
-_TOP_KEYS = {"streams", "processes", "work_dir"}
-_FILTER_KEYS = {"include", "exclude", "syntax"}
-_OUTPUT_KEYS = {"path", "max_size_in_bytes", "discard_fields", "min_text_length", "compression"}
 #: ``$.attributes.name``, ``$.attributes['name']``; inside ``$.attributes[?(...)]``, ``@.name``.
 _ATTR_DIRECT = re.compile(r"\$\.attributes(?:\.([\w\-]+)|\[['\"]([^'\"]+)['\"]\])")
 _ATTR_FILTERED = re.compile(r"\$\.attributes\[\?\((.*)\)\]", re.S)
 _AT_NAME = re.compile(r"@\.([\w\-]+)")
-
-
-@dataclass(frozen=True)
-class SpanReplacement:
-    """Replace spans at ``span`` (a JSONPath to [[start, end, score]...]) whose score passes."""
-
-    span: JsonPath
-    replacement: str
-    min_score: float | None = None
-    max_score: float | None = None
-
-    def passes(self, score: float) -> bool:
-        if self.min_score is not None and score < self.min_score:
-            return False
-        return not (self.max_score is not None and score > self.max_score)
-
-
-@dataclass(frozen=True)
-class StreamConfig:
-    name: str
-    documents: list[str]
-    attributes: list[str]
-    include: list[JsonPath]
-    exclude: list[JsonPath]
-    span_replacement: list[SpanReplacement]
-    output_path: str
-    max_size_in_bytes: int
-    discard_fields: list[str]
-    min_text_length: int
-    compression: str
 
 
 def attribute_names(expression: str) -> set[str]:
@@ -170,144 +135,6 @@ def summary_path(stream: StreamConfig) -> str:
     return f"{stream.output_path}/{SUMMARY_FOLDER}/{stream.name}.json"
 
 
-
-def load_config(path: str) -> list[StreamConfig]:
-    """Parse and validate a mixer config; every JSONPath is compiled here, once."""
-    return parse_config(_read_config(path), path)
-
-
-def load_mix(path: str) -> tuple[list[StreamConfig], int | None]:
-    """The streams and the config's ``processes`` (``None`` when unset)."""
-    raw = _read_config(path)
-    return parse_config(raw, path), config_processes(raw, path)
-
-
-def _read_config(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            raw = yaml.safe_load(handle) if path.endswith((".yaml", ".yml")) else json.load(handle)
-    except FileNotFoundError:
-        raise CurateError(f"{path}: no such mixer config") from None
-    except (yaml.YAMLError, ValueError) as exc:
-        raise CurateError(f"{path}: not valid YAML/JSON ({exc})") from None
-    return raw
-
-
-def config_processes(raw: Any, where: str = "mixer config") -> int | None:
-    """The config's ``processes`` (Dolma's key), or ``None`` when it does not set one."""
-    value = raw.get("processes") if isinstance(raw, dict) else None
-    if value is None:
-        return None
-    return check_int(f"{where}: processes", value, minimum=1, error=CurateError)
-
-
-def parse_config(raw: Any, where: str = "mixer config") -> list[StreamConfig]:
-    if not isinstance(raw, dict) or not isinstance(raw.get("streams"), list) or not raw["streams"]:
-        raise CurateError(f"{where}: needs a non-empty `streams` list")
-    unknown = set(raw) - _TOP_KEYS
-    if unknown:
-        raise CurateError(
-            f"{where}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, sorted(unknown)))} "
-            f"(known: {', '.join(sorted(_TOP_KEYS))})"
-        )
-    work_dir = raw.get("work_dir")
-    if work_dir is not None:
-        # Dolma stages inputs and outputs in work_dir; feedline reads in place and writes each
-        # shard atomically, so it has no use for one. Accepted (Dolma configs carry it) and said.
-        if not isinstance(work_dir, dict) or set(work_dir) - {"input", "output"}:
-            raise CurateError(f"{where}: `work_dir` must be a mapping with `input` and/or `output`")
-        log.warning(
-            "%s: work_dir is not used: feedline reads documents in place and writes each shard "
-            "atomically to output.path",
-            where,
-        )
-    config_processes(raw, where)
-    streams = []
-    for i, stream in enumerate(raw["streams"]):
-        at = f"{where}: streams[{i}]"
-        if not isinstance(stream, dict):
-            raise CurateError(f"{at}: must be a mapping")
-        unknown = set(stream) - _STREAM_KEYS
-        if unknown:
-            raise CurateError(f"{at}: unknown keys {sorted(unknown)}")
-        for section, known in (("filter", _FILTER_KEYS), ("output", _OUTPUT_KEYS)):
-            value = stream.get(section)
-            if isinstance(value, dict) and set(value) - known:
-                raise CurateError(f"{at}: unknown keys in `{section}`: {sorted(set(value) - known)}")
-        for key in ("name", "documents", "output"):
-            if key not in stream:
-                raise CurateError(f"{at}: missing `{key}`")
-        output = stream["output"]
-        if not isinstance(output, dict) or "path" not in output:
-            raise CurateError(f"{at}: `output` needs a `path`")
-        filt = stream.get("filter") or {}
-        if filt.get("syntax", "jsonpath") != "jsonpath":
-            raise CurateError(f"{at}: filter syntax {filt['syntax']!r} is not supported (use jsonpath)")
-        compression = output.get("compression") or _output_compression(stream.get("compression"))
-        if compression in ("gzip", "gz"):
-            compression = "gz"
-        elif compression in ("zst", "zstd"):
-            compression = "zst"
-        elif compression in ("none", ""):
-            compression = ""
-        else:
-            raise CurateError(f"{at}: unknown output compression {compression!r} (gz, zst or none)")
-        streams.append(
-            StreamConfig(
-                name=str(stream["name"]),
-                documents=_as_list(stream["documents"]),
-                attributes=_as_list(stream.get("attributes") or []),
-                include=[_compile(e, at) for e in _as_list(filt.get("include") or [])],
-                exclude=[_compile(e, at) for e in _as_list(filt.get("exclude") or [])],
-                span_replacement=[_replacement(r, at) for r in stream.get("span_replacement") or []],
-                output_path=str(output["path"]).rstrip("/"),
-                max_size_in_bytes=_int_setting(output, "max_size_in_bytes", DEFAULT_SHARD_BYTES, 1, at),
-                discard_fields=_as_list(output.get("discard_fields") or []),
-                min_text_length=_int_setting(output, "min_text_length", 0, 0, at),
-                compression=compression,
-            )
-        )
-    return streams
-
-
-def _int_setting(output: dict[str, Any], key: str, default: int, minimum: int, at: str) -> int:
-    """``output.<key>`` as an integer (JSON's ``1e9`` included); missing or null gives ``default``."""
-    value = output.get(key)
-    if value is None:
-        return default
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return check_int(f"{at}: output.{key}", value, minimum=minimum, error=CurateError)
-
-
-def _output_compression(value: Any) -> str:
-    if isinstance(value, dict):
-        return str(value.get("output") or "gz")
-    return "gz"
-
-
-def _as_list(value: Any) -> list[str]:
-    return [value] if isinstance(value, str) else [str(v) for v in value]
-
-
-def _compile(expression: str, at: str) -> JsonPath:
-    try:
-        return JsonPath(expression)
-    except CurateError as exc:
-        raise CurateError(f"{at}: {exc}") from None
-
-
-def _replacement(raw: Any, at: str) -> SpanReplacement:
-    if not isinstance(raw, dict) or "span" not in raw:
-        raise CurateError(f"{at}: span_replacement entries need `span`")
-    if "min_score" not in raw and "max_score" not in raw:
-        raise CurateError(f"{at}: span_replacement {raw['span']!r} needs min_score or max_score")
-    return SpanReplacement(
-        span=_compile(raw["span"], at),
-        replacement=str(raw.get("replacement", "")),
-        min_score=float(raw["min_score"]) if "min_score" in raw else None,
-        max_score=float(raw["max_score"]) if "max_score" in raw else None,
-    )
 
 
 def count_filters(row: dict[str, Any], stream: StreamConfig, counts: list[FilterCount]) -> bool:
@@ -463,8 +290,6 @@ class _Ticker:
 def mix_stream(stream: StreamConfig, progress: Callable[[int], None] | None = None) -> StreamReport:
     """Mix one stream; returns counts and the shard paths; ``progress(n)`` gets document counts
     in batches while it runs."""
-    import contextlib
-
     started = time.monotonic()
     report = StreamReport(stream.name, min_text_length=stream.min_text_length)
     counts = [FilterCount("include", p.text) for p in stream.include] + [
@@ -569,61 +394,26 @@ def _merge_attributes(row: dict[str, Any], readers: list[Iterator[bytes]], paths
         merged.update(values)
 
 
-_PROGRESS_QUEUE: Any = None
-
-
-def _init_mix_worker(progress_queue: Any) -> None:
-    global _PROGRESS_QUEUE
-    _PROGRESS_QUEUE = progress_queue
-
-
-def _mix_stream_worker(stream: StreamConfig) -> StreamReport:
-    queue = _PROGRESS_QUEUE
-    return mix_stream(stream, queue.put if queue is not None else None)
-
-
-def _drain(progress_queue: Any, progress: DocProgress) -> None:
-    while True:
-        try:
-            item = progress_queue.get()
-        except (EOFError, OSError):
-            return
-        if not isinstance(item, int) or item < 0:
-            return
-        progress.add(documents=item)
+def _mix_stream_task(stream: StreamConfig, report: Callable[[int], None]) -> StreamReport:
+    return mix_stream(stream, report)
 
 
 def run_mix(streams: list[StreamConfig], processes: int = 1, show_progress: bool | None = None) -> MixReport:
     """Mix every stream (in parallel across streams when ``processes`` > 1), with a documents/s
-    progress bar on a terminal (``show_progress`` forces it on or off)."""
+    progress bar on a terminal (``show_progress`` forces it on or off).
+
+    The first stream that fails stops the run: the streams still being mixed are dropped (their
+    shards are temporary files until each is complete) and the error reaches the caller.
+    """
     check_int("processes", processes, minimum=1, error=CurateError)
     started = time.monotonic()
-    progress = DocProgress("mix", total_files=len(streams), unit_files="streams", enabled=show_progress)
-    try:
-        if processes > 1 and len(streams) > 1:
-            import multiprocessing as mp
-            import threading
-            from concurrent.futures import ProcessPoolExecutor
-
-            ctx = mp.get_context("spawn")
-            progress_queue = ctx.Queue()
-            drain = threading.Thread(target=_drain, args=(progress_queue, progress), daemon=True)
-            drain.start()
-            try:
-                with ProcessPoolExecutor(min(processes, len(streams)), mp_context=ctx,
-                                         initializer=_init_mix_worker, initargs=(progress_queue,)) as pool:
-                    reports = []
-                    for report in pool.map(_mix_stream_worker, streams):
-                        reports.append(report)
-                        progress.add(files=1)
-            finally:
-                progress_queue.put(-1)
-                drain.join(timeout=5)
-        else:
-            reports = []
-            for stream in streams:
-                reports.append(mix_stream(stream, lambda n: progress.add(documents=n)))
-                progress.add(files=1)
-    finally:
-        progress.close()
+    reports: list[StreamReport] = []
+    # The documents have no total (counting them would cost a second pass); the streams do.
+    with Progress("mix", unit="doc", counters={"streams": len(streams)}, scale=True,
+                  enabled=show_progress) as progress:
+        done = pool_map(_mix_stream_task, streams, processes=processes, progress=progress.update, ordered=True)
+        with contextlib.closing(done):
+            for report in done:
+                reports.append(report)
+                progress.count(streams=1)
     return MixReport(reports, time.monotonic() - started)

@@ -1,7 +1,7 @@
 """The resumable parallel processor: one task per input file, ``.done`` markers, retries.
 
-A file counts as done only when its marker exists *and* records the same job (taggers,
-experiment, destination); markers live in an explicit metadata folder (default: under the
+A file counts as done only when its marker exists *and* records a digest of the same job
+(taggers, experiment, destination, options, corpus); markers live in an explicit metadata folder (default: under the
 attributes root, never a temporary folder). Only :class:`RetryableFailure` is retried; any
 other error aborts the run, or with ``skip_on_failure`` skips the file and is reported at the
 end. When every file is already done the run is a no-op that says so.
@@ -10,8 +10,6 @@ end. When every file is already done the run is a no-op that says so.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
 import os
 import posixpath
@@ -24,8 +22,9 @@ from feedline.curate import files
 from feedline.curate.errors import CurateError
 from feedline.curate.executors import EXECUTORS
 from feedline.curate.runtime import TagJob, attributes_root, check_options, relative_name
-from feedline.curate.task import MARKER_SUFFIX, Task, TaskResult
+from feedline.curate.task import MARKER_SUFFIX, Task, TaskResult, done_marker
 from feedline.io.paths import is_url
+from feedline.run.markers import params_digest
 from feedline.validate import check_int
 
 log = logging.getLogger("feedline.curate")
@@ -90,16 +89,6 @@ def plan_tasks(sources: list[str], metadata: str) -> list[Task]:
                                                                                              strict=True)]
 
 
-def marker_matches(marker: str, signature: dict[str, object]) -> bool:
-    data = files.read_small(marker)
-    if data is None:
-        return False
-    try:
-        return json.loads(data).get("job") == signature
-    except ValueError:
-        return False
-
-
 def check_job(job: TagJob) -> None:
     """Unknown taggers or options, a missing model or binding: said before any file is read."""
     from feedline.curate.registry import get_tagger, import_tagger_modules
@@ -140,12 +129,11 @@ def run_tag(
     report = RunReport(total=len(tasks), metadata=metadata)
     corpus_taggers = [get_tagger(n) for n in job.taggers if get_tagger(n).needs_corpus_pass]
     if corpus_taggers:
-        listing = json.dumps([[s, files.size_of(s)] for s in sources]).encode()
-        job = dataclasses.replace(job, corpus_digest=hashlib.sha256(listing).hexdigest()[:16])
-    signature = job.signature()
+        listing = [[s, files.size_of(s)] for s in sources]
+        job = dataclasses.replace(job, corpus_digest=params_digest(listing))
     pending = []
     for task in tasks:
-        if not ignore_done and marker_matches(task.marker, signature):
+        if not ignore_done and done_marker(task, job).read() is not None:
             report.done_before.append(task.source)
         else:
             pending.append(task)

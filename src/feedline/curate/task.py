@@ -2,21 +2,22 @@
 
 Executors (in-process, spawn pool, Ray) all run :func:`run_task` and get a :class:`TaskResult`
 back, never an exception for a failure of the file itself, so every executor reports failures
-the same way. The processor plans tasks and decides; this module only does one.
+the same way. The processor plans tasks and decides; this module only does one. The marker is a
+:class:`feedline.run.markers.DoneMarker` tied to a digest of the job's signature, so a file
+counts as done only for the same taggers, experiment, destination, options (and corpus).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from feedline.curate import files
 from feedline.curate.errors import CurateError, RetryableFailure
 from feedline.curate.runtime import FileTagger, TagJob
+from feedline.run.markers import DoneMarker, params_digest
+from feedline.run.retry import pause_before_retry
 
 log = logging.getLogger("feedline.curate")
 MARKER_SUFFIX = ".done"
@@ -46,6 +47,11 @@ class TaskResult:
         return self.error if self.error.startswith(self.source) else f"{self.source}: {self.error}"
 
 
+def done_marker(task: Task, job: TagJob) -> DoneMarker:
+    """``task``'s marker, valid only when written by a job with the same signature."""
+    return DoneMarker(task.marker, params_digest(job.signature()))
+
+
 _WORKER_TAGGERS: dict[TagJob, FileTagger] = {}
 
 
@@ -68,20 +74,14 @@ def run_task(task: Task, job: TagJob, retries: int, progress: Callable[[int], No
         attempts += 1
         try:
             documents = _tagger_for(job).tag_file(task.source, task.base, progress)
-            marker = {
-                "job": job.signature(),
-                "source": task.source,
-                "documents": documents,
-                "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            }
-            files.write_small(task.marker, json.dumps(marker, sort_keys=True).encode() + b"\n")
+            done_marker(task, job).write(source=task.source, documents=documents)
             return TaskResult(task.source, True, documents, attempts, seconds=time.monotonic() - started)
         except RetryableFailure as exc:
             if attempts > retries:
                 return TaskResult(task.source, False, 0, attempts, f"{exc} (after {attempts} attempts)",
                                   time.monotonic() - started)
             log.warning("%s: retrying after: %s", task.source, exc)
-            time.sleep(min(0.5 * 2 ** (attempts - 1), 10.0))
+            pause_before_retry(attempts - 1)  # jittered: workers that failed together spread out
         except CurateError as exc:
             return TaskResult(task.source, False, 0, attempts, str(exc), time.monotonic() - started)
         except Exception as exc:  # a bug in a tagger or reader: report it with the file name

@@ -127,7 +127,10 @@ def pool_map(
     try:
         run = pool.imap if ordered else pool.imap_unordered
         yield from run(_call, [(fn, item) for item in items])
+        # Joined, not terminated: a worker's last counts may still sit in its queue feeder thread,
+        # which a worker that exits on its own flushes and a terminated one loses.
         pool.close()
+        pool.join()
     finally:
         pool.terminate()
         pool.join()

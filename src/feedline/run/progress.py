@@ -50,6 +50,8 @@ class Progress:
         unit: what the main count counts; ``"B"`` shows binary-scaled bytes.
         initial: already done before this run (a resumed download, reused tasks).
         counters: side counters shown beside the main one, name -> its total (or None).
+        scale: the bar shows the main count with k/M/G prefixes (``4.50kdoc``), for counts
+            that reach millions (documents); bytes always are scaled.
         enabled: show a bar; default: when stderr is a terminal.
         log_every_s: seconds between log lines when there is no bar.
     """
@@ -62,6 +64,7 @@ class Progress:
         unit: str = "item",
         initial: int = 0,
         counters: Mapping[str, int | None] | None = None,
+        scale: bool = False,
         enabled: bool | None = None,
         log_every_s: float = 10.0,
     ) -> None:
@@ -81,9 +84,9 @@ class Progress:
         if sys.stderr.isatty() if enabled is None else enabled:
             from tqdm import tqdm
 
-            scale = {"unit_scale": True, "unit_divisor": 1024} if unit == "B" else {}
+            scaling = {"unit_scale": True, "unit_divisor": 1024} if unit == "B" else {"unit_scale": scale}
             self._bar = tqdm(total=total, initial=initial, unit=unit, desc=what, dynamic_ncols=True,
-                             mininterval=0.2, file=sys.stderr, **scale)
+                             mininterval=0.2, file=sys.stderr, **scaling)
             if self.counts:
                 self._bar.set_postfix_str(self._side(), refresh=False)
 
