@@ -1,12 +1,33 @@
-"""docs/architecture.md stays the package map: every module listed once, no module missing."""
+"""The layout stays what docs/architecture.md says: every module listed once, imports run down.
+
+The import rule, read from the code itself (every ``import``, at module level or inside a
+function, except those under ``if TYPE_CHECKING:``): a module imports from its own part and from
+the floors below it, never from a part beside it or above it; inside a part the imports form no
+circle. Error classes live in their part's ``errors.py`` (a private control-flow signal such as
+``_Stopped`` may stay beside the loop it stops), and no module is over 600 lines.
+"""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "feedline"
+
+#: Each part's floor: a part may import only parts on lower floors (and itself).
+FLOORS = {
+    "errors": 0, "lazy": 0,  # the package root's small shared modules
+    "feedline": 1, "validate": 1,
+    "io": 2,
+    "run": 3,
+    "dedup": 4,
+    "acquire": 5, "curate": 5, "episodes": 5,
+    "cli": 6, "demo": 6,
+    "__main__": 7,
+}
+MAX_LINES = 600
 
 
 def test_the_package_map_lists_every_module_once() -> None:
@@ -15,3 +36,144 @@ def test_the_package_map_lists_every_module_once() -> None:
     modules = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py"))
     assert sorted(listed) == modules
     assert len(listed) == len(set(listed))
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "feedline"
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path) -> set[str]:
+    """The feedline modules ``path`` imports (``from a.b import c`` counts as ``a.b``)."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "feedline")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] == "feedline":
+                found.add(target)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(), filename=str(path)))
+    found.discard(module)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(p): _imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_every_part_has_a_floor() -> None:
+    parts = {_part(m) for m in _graph()}
+    assert parts <= set(FLOORS), f"give these parts a floor in FLOORS: {sorted(parts - set(FLOORS))}"
+
+
+def test_imports_run_down_never_sideways() -> None:
+    wrong = []
+    for module, targets in _graph().items():
+        here = _part(module)
+        for target in targets:
+            there = _part(target)
+            if there != here and FLOORS.get(there, 99) >= FLOORS.get(here, 99):
+                wrong.append(f"{module} imports {target} ({here} floor {FLOORS.get(here)}, "
+                             f"{there} floor {FLOORS.get(there)})")
+    assert not wrong, "imports that run sideways or up:\n" + "\n".join(sorted(wrong))
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_no_circle_of_imports_inside_a_part() -> None:
+    graph = _graph()
+    within = {m: {t for t in targets if _part(t) == _part(m)} for m, targets in graph.items()}
+    assert _cycles(within) == []
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_error_classes_live_in_their_parts_errors_module() -> None:
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and (node.name.endswith(("Error", "Damaged", "Failure"))
+                                                   or any(isinstance(b, ast.Name) and b.id.endswith("Error")
+                                                          for b in node.bases)):
+                wrong.append(f"{path.relative_to(PACKAGE)}: class {node.name}")
+    assert not wrong, "error classes outside errors.py:\n" + "\n".join(wrong)
+
+
+def test_no_module_is_over_600_lines() -> None:
+    long = {p.relative_to(PACKAGE).as_posix(): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"split these by idea: {long}"
