@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import pytest
 from feedline.acquire.checkpoint import Checkpoint
 from feedline.acquire.download import checkpoint_path, part_path
 from tests.cli import run_feedline, start_feedline
+from tests.crash import kill_when
 
 BIG = 32 << 20
 TRIALS = 20
@@ -78,22 +78,19 @@ def kill_once(url: str, out: Path, tag: str, rng: random.Random) -> Kill:
     dest = out / "kill.bin"
     mode = rng.choices(["byte", "instant", "end"], weights=[8, 1, 1])[0]
     target = {"byte": int(rng.uniform(0.03, 0.97) * BIG), "end": BIG}.get(mode, 0)
-    proc = feedline("download", f"{url}?run={tag}", "--out", str(out), "--checkpoint-mb", "2")
     started = time.monotonic()
     delay = rng.uniform(0.0, 1.2)
-    try:
-        while proc.poll() is None:
-            if mode == "instant" and time.monotonic() - started >= delay:
-                break
-            try:
-                if mode != "instant" and part_path(dest).stat().st_size >= target:
-                    break
-            except FileNotFoundError:
-                pass
-            time.sleep(0.0005)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate()
+
+    def ready() -> bool:
+        if mode == "instant":
+            return time.monotonic() - started >= delay
+        try:
+            return part_path(dest).stat().st_size >= target
+        except FileNotFoundError:
+            return False
+
+    kill_when("download", f"{url}?run={tag}", "--out", str(out), "--checkpoint-mb", "2", ready=ready,
+              poll_s=0.0005, allow_exit=True)
     ckpt = Checkpoint.load(checkpoint_path(dest))
     on_disk = part_path(dest).stat().st_size if part_path(dest).exists() else 0
     return Kill(mode, ckpt.verified_bytes if ckpt and part_path(dest).exists() else 0, on_disk)
@@ -412,21 +409,16 @@ def test_kill_9_of_an_s3_download_then_rerun(s3_server, tmp_path, fractions):
         for attempt in range(5):
             out = tmp_path / f"s3-{trial}-{attempt}"
             dest = out / key.rpartition("/")[2]
-            proc = feedline(
-                "download", url, "--out", str(out), "--checkpoint-mb", "2", env=s3_server.env
-            )
-            try:
-                while proc.poll() is None:
-                    try:
-                        done = part_path(dest).stat().st_size
-                    except FileNotFoundError:
-                        done = 0
-                    if done and done >= fraction * len(data) and checkpoint_path(dest).exists():
-                        break
-                    time.sleep(0.001)
-            finally:
-                proc.send_signal(signal.SIGKILL)
-                proc.communicate()
+
+            def ready(dest: Path = dest, fraction: float = fraction) -> bool:
+                try:
+                    done = part_path(dest).stat().st_size
+                except FileNotFoundError:
+                    return False
+                return done >= fraction * len(data) and checkpoint_path(dest).exists()
+
+            kill_when("download", url, "--out", str(out), "--checkpoint-mb", "2", env=s3_server.env,
+                      ready=ready, poll_s=0.001, allow_exit=True)
             if part_path(dest).exists():
                 break
         ckpt = Checkpoint.load(checkpoint_path(dest))

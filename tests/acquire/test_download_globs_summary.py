@@ -8,7 +8,6 @@ import gzip
 import json
 import os
 import re
-import signal
 import time
 
 import orjson
@@ -20,7 +19,8 @@ from hypothesis import strategies as st
 from feedline.acquire.checkpoint import Checkpoint
 from feedline.acquire.download import checkpoint_path, part_path
 from feedline.io.jsonl import stream_jsonl
-from tests.cli import run_feedline, start_feedline
+from tests.cli import run_feedline
+from tests.crash import kill_when
 
 MiB = 1 << 20
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
@@ -95,13 +95,8 @@ def test_summary_line_against_the_manifest_fresh_then_resumed(nginx_server, tmp_
 
     out = tmp_path / "resumed"
     dest = out / "sum-big.bin"
-    proc = start_feedline("download", *urls("killed"), "--out", str(out), "--checkpoint-mb", "1", "--workers", "1")
-    try:
-        while proc.poll() is None and not checkpoint_path(dest).exists():
-            time.sleep(0.001)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate()
+    kill_when("download", *urls("killed"), "--out", str(out), "--checkpoint-mb", "1", "--workers", "1",
+              ready=checkpoint_path(dest).exists, poll_s=0.001, allow_exit=True)
     ckpt = Checkpoint.load(checkpoint_path(dest))
     kept = ckpt.verified_bytes if ckpt and part_path(dest).exists() else (len(big) if dest.exists() else 0)
     docs_kept = (out / "sum-docs.jsonl.gz").stat().st_size if (out / "sum-docs.jsonl.gz").exists() else 0

@@ -3,9 +3,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -14,10 +11,10 @@ from feedline.curate.errors import CurateError
 from feedline.curate.processor import run_tag
 from feedline.curate.registry import import_tagger_modules
 from feedline.curate.runtime import TagJob
+from tests.crash import assert_complete_subset, kill_when, temp_files, tree
 
 from .helpers import (
     cut,
-    feedline_cmd,
     make_corpus,
     make_text,
     read_jsonl,
@@ -176,24 +173,18 @@ def test_kill_9_mid_run_then_resume_gives_identical_output(tmp_path):
         # only complete markers: a marker being written when the kill lands is a hidden temp file
         return len(list(markers.glob("*.done"))) if markers.exists() else 0
 
-    proc = subprocess.Popen(feedline_cmd("tag", "--documents", glob_of(victim), *common), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and finished() < 2:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    kill_when("tag", "--documents", glob_of(victim), *common, env=env, ready=lambda: finished() >= 2, poll_s=0.02)
     done_before = finished()
     assert 2 <= done_before < 5, "the run was not interrupted mid-way"
     # every attribute file in place is complete; partial ones only exist as hidden temp files
-    in_place = tree_bytes(victim / "attributes")
-    assert in_place and all(expected[name] == data for name, data in in_place.items())
+    in_place = tree(victim / "attributes")
+    assert in_place
+    assert_complete_subset(in_place, expected)
 
     resumed = run_feedline("tag", "--documents", glob_of(victim), *common, env=env)
     assert f"tagged {5 - done_before} files" in resumed.stdout and f"{done_before} already done" in resumed.stdout
-    assert tree_bytes(victim / "attributes") == expected
-    leftovers = [p.name for p in (victim / "attributes" / "k").iterdir() if p.name.startswith(".")]
-    assert leftovers == []
+    assert tree(victim / "attributes") == expected
+    assert temp_files(victim / "attributes") == []
 
 
 def test_spawn_pool_gives_the_same_output(tmp_path):

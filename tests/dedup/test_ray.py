@@ -9,11 +9,8 @@ keeps C, which a plain union-find over similar pairs would drop.
 from __future__ import annotations
 
 import gzip
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +22,7 @@ import zstandard
 from feedline.cli import main
 from feedline.dedup.lsh import LSHIndex
 from feedline.dedup.minhash import MinHasher
-from tests.cli import start_feedline
+from tests.crash import kill_when
 
 from .planted_corpus import make_corpus, oracle_jaccard
 
@@ -186,15 +183,8 @@ def test_resume_after_kill_9_reuses_finished_stages(
     root, _ = corpus
     out, work = tmp_path / "out", tmp_path / "work"
     args = ["dedup", *_inputs(root), "--out", str(out), "--executor", "ray", "--work-dir", str(work)]
-    proc = start_feedline(*args, "--ray-address", ray_address)
     markers = [work / "sig" / f"s{s:05d}.done.json" for s in range(3)]
-    deadline = time.monotonic() + 90
-    while not all(m.exists() for m in markers):
-        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-        assert time.monotonic() < deadline, "stage 1 did not finish"
-        time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate()
+    kill_when(*args, "--ray-address", ray_address, ready=lambda: all(m.exists() for m in markers), poll_s=0.02)
     assert not (out / "dedup.json").exists(), "the run finished before it was killed"
     stamps = {p: p.stat().st_mtime_ns for p in (work / "sig").rglob("*") if p.is_file()}
     assert main([*args, "--ray-address", ray_address]) == 0
