@@ -24,6 +24,7 @@ from feedline.run.progress import Progress
 from feedline.run.ray_driver import import_ray, ray_map, ray_session
 
 from . import stages
+from .cli import check_outputs
 from .engine import DedupConfig
 from .minhash import SIGNATURE_SCHEME
 from .shards import DOC_IDS, KINDS
@@ -126,6 +127,8 @@ def run_ray_dedup(
     import_ray(DedupError)  # before anything is read: without Ray, one line
     started = time.monotonic()
     work_root = Path(work_dir) if work_dir is not None else out_dir / WORK_DIR_NAME
+    check_outputs(inputs, names, out_dir, work_root)  # before Ray starts: one line, nothing written
+    out_dir.mkdir(parents=True, exist_ok=True)
     identities = [input_identity(source) for source in inputs]
     with ray_session(ray_address, num_cpus=workers, error=DedupError) as ray:
         if partitions is None:
