@@ -282,3 +282,48 @@ def test_without_ray_the_cli_names_the_extra(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert proc.stderr.strip() == "feedline: error: --executor ray needs Ray: pip install 'feedline[ray]'"
     assert not out.exists()
+
+
+def test_no_output_replaces_an_input_or_leaves_out_or_survives_a_failure(ray_address: str, tmp_path: Path) -> None:
+    """The three output rules under Ray, in one case to start as few processes as possible: an
+    output equal to an input is refused before any task, names of ``..`` inputs stay below
+    --out, and a run failing on its second shard leaves no kept shard under its final name."""
+    from tests.cli import run_feedline
+    from tests.dedup.test_outputs import _docs, _one_line_error, _tree
+
+    data = tmp_path / "D"
+    data.mkdir()
+    shard = data / "s0.jsonl.zst"
+    shard.write_bytes(zstandard.ZstdCompressor().compress(_docs(300, "a")))
+    before = _tree(tmp_path)
+    ray_args = ["--executor", "ray", "--ray-address", ray_address]
+    result = run_feedline("dedup", str(shard), "--out", str(data), *ray_args)
+    assert result.returncode == 1
+    _one_line_error(result.stderr, str(shard), "would replace the input", "choose another --out")
+    assert _tree(tmp_path) == before
+
+    work = tmp_path / "w"
+    (work / "sub").mkdir(parents=True)
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.jsonl").write_bytes(_docs(120, "a"))
+    (work / "b.jsonl").write_bytes(_docs(30, "b"))
+    result = run_feedline("dedup", "../../corpus/a.jsonl", "../b.jsonl", "--out", "out", *ray_args,
+                          "--work-dir", str(tmp_path / "work1"), cwd=work / "sub")
+    assert result.returncode == 0, result.stderr
+    out = work / "sub" / "out"
+    assert sorted(_tree(out)) == ["corpus/a.jsonl.zst", "dedup.json", "verdicts.jsonl", "w/b.jsonl.zst"]
+    assert not (work / "sub" / "corpus").exists()
+    summary = orjson.loads((out / "dedup.json").read_bytes())
+    assert [s["output"] for s in summary["shards"]] == ["corpus/a.jsonl.zst", "w/b.jsonl.zst"]
+
+    whole = zstandard.ZstdCompressor().compress(_docs(400, "t"))
+    truncated = data / "t.jsonl.zst"
+    truncated.write_bytes(whole[: len(whole) // 2])
+    failed_out = tmp_path / "out2"
+    result = run_feedline("dedup", str(tmp_path / "corpus" / "a.jsonl"), str(truncated), "--out", str(failed_out),
+                          *ray_args, "--work-dir", str(tmp_path / "work2"))
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]  # after Ray's own connection lines
+    assert last.startswith(f"feedline: error: {truncated}: truncated"), result.stderr
+    assert _tree(failed_out) == {}
+    assert truncated.read_bytes() == whole[: len(whole) // 2]

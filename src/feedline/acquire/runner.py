@@ -31,12 +31,19 @@ from feedline.acquire.download import (
     reusable_bytes,
 )
 from feedline.acquire.errors import AcquireError, DownloadError
-from feedline.acquire.manifest import ShardEntry, VerdictWriter, emit_manifest, verdict_writer
+from feedline.acquire.manifest import (
+    VERDICTS_NAME,
+    ShardEntry,
+    VerdictWriter,
+    emit_manifest,
+    verdict_writer,
+)
 from feedline.acquire.sources import FolderStores
 from feedline.errors import FeedlineError
 from feedline.io.errors import CorpusFormatError
 from feedline.io.jsonl import is_jsonl, kept_shard_names, stream_jsonl
 from feedline.io.redact import redact_text
+from feedline.run.outputs import InstallSet, output_path, refuse_inputs
 from feedline.run.progress import Progress, human_bytes
 from feedline.validate import check_int
 
@@ -245,6 +252,22 @@ def kept_paths(corpus: list[tuple[ShardResult, ShardEntry]], folder: Path) -> li
     return [folder / name for name in kept_shard_names([r.path.name for r, _ in corpus], error=AcquireError)]
 
 
+def check_outputs(config: RunConfig) -> None:
+    """Before any byte moves: the manifest and, with ``--dedup``, ``verdicts.jsonl`` and the kept
+    shards are none of the shards this run downloads (each would replace the shard it was made
+    from, e.g. ``--out X/dedup --manifest X/manifest.json`` puts kept ``a.jsonl.zst`` on the
+    downloaded one); a one-line error naming both, nothing downloaded."""
+    names = list(dict.fromkeys(shard_name(url) for url in config.urls))
+    outputs = [(config.manifest, "choose another --manifest")]
+    if config.dedup is not None:
+        folder = config.manifest.absolute().parent
+        outputs.append((folder / VERDICTS_NAME, "choose another --manifest"))
+        kept = kept_shard_names([name for name in names if is_jsonl(name)], error=AcquireError)
+        outputs += [(output_path(folder / DEDUP_FOLDER, name, error=AcquireError, flag="dedup folder"),
+                     "choose another --out or --manifest") for name in kept]
+    refuse_inputs(outputs, [config.out_dir / name for name in names], error=AcquireError)
+
+
 def summary_line(manifest: dict[str, Any], seconds: float) -> str:
     """What a run did, in one line: shards, bytes fetched vs reused, documents and dedup counts."""
     shards = manifest["shards"]
@@ -273,6 +296,7 @@ def summary_line(manifest: dict[str, Any], seconds: float) -> str:
 def run(config: RunConfig) -> Path:
     """Download, count or dedup, and write the manifest last; returns the manifest's path."""
     started = time.time()
+    check_outputs(config)
     results, failures = download_each(config)
     entries = [
         ShardEntry(
@@ -316,7 +340,10 @@ def run(config: RunConfig) -> Path:
         dedup_dir = kept_dir / DEDUP_FOLDER
         docs_progress = Progress("dedup", unit="docs", enabled=config.progress)
         try:
-            with verdict_writer(kept_dir) as writer, Deduplicator(config.dedup) as dedup:
+            # kept shards are installed together once every shard is done: a failing shard
+            # leaves none of them (and no verdicts or manifest)
+            with (InstallSet() as installs, verdict_writer(kept_dir) as writer,
+                  Deduplicator(config.dedup) as dedup):
                 for (result, entry), kept_path in zip(
                     corpus, kept_paths(corpus, dedup_dir), strict=True
                 ):
@@ -325,7 +352,8 @@ def run(config: RunConfig) -> Path:
                     documents = ShardDocuments(result.path, skip_bad_lines=config.skip_bad_lines,
                                                missing_text=_missing_text)
                     counts = dedup_shard(dedup, documents, kept_path.name, kept_path, writer.write_lines,
-                                         label=result.path.name, progress=docs_progress.update)
+                                         label=result.path.name, progress=docs_progress.update,
+                                         installs=installs)
                     entry.documents, entry.bad_lines = counts.documents, counts.bad_lines
                     entry.kept, entry.exact_dup, entry.near_dup = counts.kept, counts.exact_dup, counts.near_dup
                     entry.kept_path = str(kept_path)

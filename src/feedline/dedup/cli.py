@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import posixpath
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from feedline.io import atomic_write
 from feedline.io.globs import expand_paths
 from feedline.io.jsonl import JSONL_SUFFIXES, is_jsonl, kept_shard_names
 from feedline.io.paths import is_url, local_path
+from feedline.run.outputs import InstallSet, output_path, refuse_inputs
 from feedline.run.progress import Progress
 from feedline.validate import check_int
 
@@ -68,17 +70,41 @@ def expand_inputs(
 
 def _output_names(inputs: list[Path] | list[str]) -> list[str]:
     """Relative output names that mirror the inputs below their common parent folder (for a URL,
-    its host and path stand for the folder)."""
+    its host and path stand for the folder).
+
+    The paths are normalised first (``sub/../../corpus/a.jsonl`` is ``corpus/a.jsonl`` of the
+    folder two up), so the common parent really contains every input and no name starts with
+    ``..``; one that still would is refused rather than written outside ``--out``."""
     keys = [_name_key(str(p)) for p in inputs]
     root = posixpath.commonpath([posixpath.dirname(k) for k in keys])
-    return kept_shard_names([posixpath.relpath(k, root) for k in keys], error=DedupError)
+    names = [posixpath.relpath(k, root) for k in keys]
+    for source, name in zip(inputs, names, strict=True):
+        if ".." in name.split("/"):
+            raise DedupError(f"{source}: cannot name its output below --out ({name}); give the inputs without '..'")
+    return kept_shard_names(names, error=DedupError)
 
 
 def _name_key(source: str) -> str:
     if is_url(source):
         parts = urlsplit(source)
-        return "/" + parts.netloc.rsplit("@", 1)[-1] + parts.path
-    return Path(local_path(source)).absolute().as_posix()
+        return posixpath.normpath("/" + parts.netloc.rsplit("@", 1)[-1] + parts.path)
+    return Path(os.path.abspath(local_path(source))).as_posix()
+
+
+def check_outputs(
+    sources: list[str], names: list[str], out_dir: Path, work_dir: Path | None = None
+) -> list[Path]:
+    """The kept shards' paths, once every output is known to be inside ``out_dir`` and none of
+    them (kept shards, ``verdicts.jsonl``, ``dedup.json``, ``out_dir`` itself) is an input, nor
+    an input inside ``work_dir``: a one-line error before anything is read or written, since an
+    output equal to an input would replace it with its own deduplicated copy."""
+    kept = [output_path(out_dir, name, error=DedupError) for name in names]
+    advice = "choose another --out"
+    outputs = [(out_dir, advice), *((p, advice) for p in kept),
+               (out_dir / VERDICTS_NAME, advice), (out_dir / SUMMARY_NAME, advice)]
+    folders = [] if work_dir is None else [(work_dir, "choose another --work-dir")]
+    refuse_inputs(outputs, sources, error=DedupError, folders=folders)
+    return kept
 
 
 def dedup_files(
@@ -89,27 +115,31 @@ def dedup_files(
     text_field: str = "text",
     skip_bad_lines: bool = False,
 ) -> dict[str, Any]:
-    """Deduplicate ``inputs`` in order into ``out_dir``; returns the summary written to dedup.json."""
+    """Deduplicate ``inputs`` in order into ``out_dir``; returns the summary written to dedup.json.
+
+    All or nothing: the kept shards and ``verdicts.jsonl`` wait in their temps until the last
+    shard is done, so a run failing on any shard (a bad document, a truncated file) leaves none
+    of them, and ``dedup.json`` is installed after them."""
     names = _output_names(inputs)
+    kept_paths = check_outputs([str(p) for p in inputs], names, out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     progress = Progress("dedup", total=sum(p.stat().st_size for p in inputs), unit="B",
                         counters={"documents": None})
     shards: list[dict[str, Any]] = []
     verdict_hash = hashlib.sha256()
     started = time.monotonic()
     try:
-        with (
-            Deduplicator(config, spill_dir=str(out_dir)) as dedup,
-            atomic_write(out_dir / VERDICTS_NAME, "wb") as verdicts_file,
-        ):
+        with InstallSet() as installs, Deduplicator(config, spill_dir=str(out_dir)) as dedup:
+            verdicts_file = installs.add(out_dir / VERDICTS_NAME).handle
 
             def write_verdicts(blob: bytes) -> None:
                 verdicts_file.write(blob)
                 verdict_hash.update(blob)
 
-            for path, name in zip(inputs, names, strict=True):
+            for path, name, kept_path in zip(inputs, names, kept_paths, strict=True):
                 documents = ShardDocuments(path, text_field=text_field, skip_bad_lines=skip_bad_lines)
-                counts = dedup_shard(dedup, documents, name, out_dir / name, write_verdicts,
-                                     progress=lambda n: progress.count(documents=n))
+                counts = dedup_shard(dedup, documents, name, kept_path, write_verdicts,
+                                     progress=lambda n: progress.count(documents=n), installs=installs)
                 progress.update(path.stat().st_size)
                 row = counts.to_dict()
                 del row["bad_lines"]  # dedup.json's shard rows have never carried them
@@ -163,7 +193,6 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
         import_ray(DedupError)  # before anything is read or written: without Ray, one line and no output
         sources = expand_sources(args.inputs, urls=True, include=args.include, exclude=args.exclude)
-        out_dir.mkdir(parents=True, exist_ok=True)
         summary = run_ray_dedup(
             sources, _output_names(sources), out_dir, config, text_field=args.text_field,
             skip_bad_lines=args.skip_bad_lines, workers=args.workers, ray_address=args.ray_address,
@@ -172,7 +201,6 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     else:
         inputs = expand_inputs(args.inputs, args.include, args.exclude)
         sources = [str(p) for p in inputs]
-        out_dir.mkdir(parents=True, exist_ok=True)
         summary = dedup_files(
             inputs, out_dir, config, text_field=args.text_field, skip_bad_lines=args.skip_bad_lines
         )

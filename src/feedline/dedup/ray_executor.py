@@ -19,11 +19,13 @@ from typing import Any
 from feedline.dedup.errors import DedupError
 from feedline.errors import FeedlineError
 from feedline.io import atomic_write, process_lock
+from feedline.io.atomic import install
 from feedline.io.paths import is_url, local_path
 from feedline.run.progress import Progress
 from feedline.run.ray_driver import import_ray, ray_map, ray_session
 
 from . import stages
+from .cli import check_outputs
 from .engine import DedupConfig
 from .minhash import SIGNATURE_SCHEME
 from .shards import DOC_IDS, KINDS
@@ -126,6 +128,8 @@ def run_ray_dedup(
     import_ray(DedupError)  # before anything is read: without Ray, one line
     started = time.monotonic()
     work_root = Path(work_dir) if work_dir is not None else out_dir / WORK_DIR_NAME
+    check_outputs(inputs, names, out_dir, work_root)  # before Ray starts: one line, nothing written
+    out_dir.mkdir(parents=True, exist_ok=True)
     identities = [input_identity(source) for source in inputs]
     with ray_session(ray_address, num_cpus=workers, error=DedupError) as ray:
         if partitions is None:
@@ -164,9 +168,12 @@ def _run(
     skip_bad_lines: bool,
     partitions: int,
 ) -> dict[str, Any]:
+    # Tasks get absolute paths: a worker of a cluster joined with --ray-address runs in its own
+    # folder, where the driver's relative paths name other files or none.
+    located = [source if is_url(source) else os.path.abspath(local_path(source)) for source in inputs]
     plan = stages.Plan(
-        work_root=str(work.root), params=params, out_dir=str(out_dir),
-        inputs=tuple(zip(inputs, names, strict=True)), config=config, partitions=partitions,
+        work_root=str(work.root.absolute()), params=params, out_dir=str(out_dir.absolute()),
+        inputs=tuple(zip(located, names, strict=True)), config=config, partitions=partitions,
         text_field=text_field, skip_bad_lines=skip_bad_lines,
     )
     tty = sys.stderr.isatty()
@@ -184,10 +191,14 @@ def _run(
     cluster = runners["cluster"](stages.cluster_task, [("cluster/cluster", (plan_ref,))])[0]
     runners["resolve"](stages.resolve_task, [(f"resolve/r{k:04d}", (plan_ref, k, counts_ref)) for k in parts])
     for s, name in enumerate(names):  # an output deleted since its task ran is written again
-        if not (out_dir / name).exists():
+        if not ((out_dir / name).exists() or stages.staged_path(out_dir, name).exists()):
             work.marker(f"write/s{s:05d}").clear()
     written = runners["write"](stages.write_task, [(f"write/s{s:05d}", (plan_ref, s, counts_ref)) for s in shards],
                                ids)
+    for name in names:  # every write task succeeded: the kept shards take their names together
+        staged = stages.staged_path(out_dir, name)
+        if staged.exists():
+            install(staged, out_dir / name)
     sha = stages.join_verdicts(work, len(inputs), out_dir / "verdicts.jsonl")
     keys = ("documents", *KINDS)
     shard_rows = [

@@ -20,8 +20,9 @@ import orjson
 import zstandard
 
 from feedline.dedup.errors import DedupError
-from feedline.io import atomic_write
+from feedline.io.atomic import AtomicFile
 from feedline.io.jsonl import stream_jsonl
+from feedline.run.outputs import InstallSet
 
 from .engine import DEFAULT_CHUNK, Deduplicator
 
@@ -104,13 +105,16 @@ class KeptShard:
     ``verdicts`` (a callable given each batch's lines as one bytes), ``batch`` documents at a
     time so memory is one batch, not the shard; ``on_flush(n)`` hears of each batch written.
 
-    The shard is installed atomically by :meth:`close`; :meth:`abort` (or leaving a ``with``
-    block on an exception) leaves whatever was at ``path`` before. zstd's output does not
-    depend on how its input is cut, so any ``batch`` gives the same bytes.
+    The shard is installed atomically by :meth:`close`, or, with ``installs``, left complete in
+    its temp for the set to install with the run's other files (so a run failing on a later
+    shard leaves none of them); :meth:`abort` (or leaving a ``with`` block on an exception)
+    leaves whatever was at ``path`` before. zstd's output does not depend on how its input is
+    cut, so any ``batch`` gives the same bytes.
     """
 
     def __init__(self, path: str | os.PathLike[str], label: str, verdicts: Callable[[bytes], None],
-                 *, batch: int = 512, on_flush: Callable[[int], None] | None = None) -> None:
+                 *, batch: int = 512, on_flush: Callable[[int], None] | None = None,
+                 installs: InstallSet | None = None) -> None:
         self.label = label
         self.verdicts = verdicts
         self.batch = batch
@@ -118,8 +122,9 @@ class KeptShard:
         self.counts = ShardCounts()
         self._kept: list[bytes] = []
         self._lines: list[bytes] = []
-        self._cm = atomic_write(Path(path), "wb")
-        self._raw = self._cm.__enter__()
+        self._deferred = installs is not None
+        self._file = installs.add(Path(path)) if installs is not None else AtomicFile(Path(path))
+        self._raw = self._file.handle
         self._writer = zstandard.ZstdCompressor(level=KEPT_ZSTD_LEVEL).stream_writer(self._raw, closefd=False)
 
     def add(self, doc_id: str, doc: dict[str, Any], kind: str, verdict: str) -> None:
@@ -141,14 +146,22 @@ class KeptShard:
             self._kept, self._lines = [], []
 
     def close(self) -> None:
-        """Write the last batch, end the zstd frame and install the shard."""
-        self.flush()
-        self._writer.close()  # ends the zstd frame; the file itself stays open for the install
-        self._cm.__exit__(None, None, None)
+        """Write the last batch, end the zstd frame and install the shard (or, deferred, finish
+        its temp)."""
+        try:
+            self.flush()
+            self._writer.close()  # ends the zstd frame; the file itself stays open for the install
+        except BaseException:
+            self._file.abort()
+            raise
+        if self._deferred:
+            self._file.prepare()
+        else:
+            self._file.commit()
 
-    def abort(self, exc: BaseException | None = None) -> None:
-        error = exc if exc is not None else DedupError("aborted")
-        self._cm.__exit__(type(error), error, error.__traceback__)
+    def abort(self) -> None:
+        """Drop what was written; whatever was at the path before stays."""
+        self._file.abort()
 
     def __enter__(self) -> KeptShard:
         return self
@@ -157,7 +170,7 @@ class KeptShard:
         if exc is None:
             self.close()
         else:
-            self.abort(exc)
+            self.abort()
 
 
 def dedup_shard(
@@ -169,6 +182,7 @@ def dedup_shard(
     *,
     label: str | None = None,
     progress: Callable[[int], None] | None = None,
+    installs: InstallSet | None = None,
 ) -> ShardCounts:
     """Deduplicate one shard's documents against everything ``dedup`` saw before (first
     occurrence wins), in batches of the engine's vectorised step: kept documents to
@@ -176,10 +190,12 @@ def dedup_shard(
 
     ``name`` is the shard's output name (ids of id-less documents, :func:`doc_id`); ``label``
     the ``shard`` field of its verdict lines (default ``name``); ``progress(n)`` hears of every
-    ``n`` documents decided.
+    ``n`` documents decided; with ``installs`` the kept shard waits in its temp for the set's
+    commit instead of being installed at once.
     """
     named = ((doc_id(doc, name, line), doc, text) for line, doc, text in documents)
-    with KeptShard(kept_path, label or name, verdicts, batch=DEFAULT_CHUNK, on_flush=progress) as kept:
+    with KeptShard(kept_path, label or name, verdicts, batch=DEFAULT_CHUNK, on_flush=progress,
+                   installs=installs) as kept:
         for (ident, doc, _text), verdict in dedup.stream(named, itemgetter(0), itemgetter(2)):
             kept.add(ident, doc, verdict.kind, str(verdict))
     counts = kept.counts

@@ -516,10 +516,20 @@ def _ids_of(work: WorkDir, docs: np.ndarray, counts: list[int]) -> dict[int, str
     return found
 
 
+def staged_path(out_dir: str | os.PathLike[str], name: str) -> Path:
+    """Where stage 4 leaves kept shard ``name`` until every write task is done:
+    ``.<name>.staged`` beside its final name (same folder, so the driver's install is a rename;
+    a fixed name, so a resumed run finds what a killed one finished)."""
+    final = Path(out_dir) / name
+    return final.with_name(f".{final.name}.staged")
+
+
 def write_task(plan: Plan, shard: int, counts: list[int]) -> dict[str, Any]:
     """Stage 4 for one input shard: its kept documents and verdict lines through the same
     :class:`~feedline.dedup.shards.KeptShard` the one-process run writes with, streamed
-    ``_SIGNATURE_BATCH`` documents at a time (so the shard equals the engine's byte for byte)."""
+    ``_SIGNATURE_BATCH`` documents at a time (so the shard equals the engine's byte for byte).
+    The shard goes to its :func:`staged_path`; the driver installs all of them once every write
+    task succeeded, so a failed run leaves no kept shard under its final name."""
     started = start_usage()
     work = plan.work()
     source, name = plan.inputs[shard]
@@ -528,7 +538,7 @@ def write_task(plan: Plan, shard: int, counts: list[int]) -> dict[str, Any]:
     kind, target = _verdict_rows(work, plan.partitions, lo, lo + n)
     ids = _ids_of(work, np.unique(target[kind > 0]), counts)
     kinds, targets = kind.tolist(), target.tolist()
-    out = Path(plan.out_dir) / name
+    out = staged_path(plan.out_dir, name)
     lines_path = work.path(f"write/s{shard:05d}.jsonl")
     remove_stale_temps(out)
     remove_stale_temps(lines_path)

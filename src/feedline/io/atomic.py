@@ -139,6 +139,27 @@ class AtomicFile:
             self._tmp.unlink()
             raise
         self.done = False
+        self.prepared = False
+
+    def prepare(self) -> None:
+        """Finish the temp (flush, fsync, close) without installing it, so several files can be
+        written one after another, holding no open handle each, and installed together once
+        all of them are complete (:meth:`commit`); on failure the temp is gone."""
+        if self.prepared or self.done:
+            return
+        try:
+            self._finish()
+        except BaseException:
+            self.done = True
+            self._discard()
+            raise
+        self.prepared = True
+
+    def _finish(self) -> None:
+        self.handle.flush()
+        if self.durable and not self.remote:
+            os.fsync(self.handle.fileno())
+        self.handle.close()
 
     def commit(self) -> None:
         """Finish the file and put it in place; on failure the temp is gone and the old file stays."""
@@ -146,10 +167,8 @@ class AtomicFile:
             return
         self.done = True
         try:
-            self.handle.flush()
-            if self.durable and not self.remote:
-                os.fsync(self.handle.fileno())
-            self.handle.close()
+            if not self.prepared:
+                self._finish()
             if self._upload is not None:
                 self._upload(self._tmp)
                 self._tmp.unlink()
