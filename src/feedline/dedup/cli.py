@@ -29,15 +29,12 @@ from feedline.io import atomic_write
 from feedline.io.globs import expand_paths
 from feedline.io.jsonl import JSONL_SUFFIXES, is_jsonl, kept_shard_names
 from feedline.io.paths import is_url, local_path
-from feedline.run.outputs import InstallSet, output_path, refuse_inputs
+from feedline.run.outputs import InstallSet
 from feedline.run.progress import Progress
 from feedline.validate import check_int
 
 from .engine import DedupConfig, Deduplicator
-from .shards import ShardDocuments, dedup_shard
-
-SUMMARY_NAME = "dedup.json"
-VERDICTS_NAME = "verdicts.jsonl"
+from .shards import SUMMARY_NAME, VERDICTS_NAME, ShardDocuments, check_outputs, dedup_shard
 
 
 def expand_sources(
@@ -89,22 +86,6 @@ def _name_key(source: str) -> str:
         parts = urlsplit(source)
         return posixpath.normpath("/" + parts.netloc.rsplit("@", 1)[-1] + parts.path)
     return Path(os.path.abspath(local_path(source))).as_posix()
-
-
-def check_outputs(
-    sources: list[str], names: list[str], out_dir: Path, work_dir: Path | None = None
-) -> list[Path]:
-    """The kept shards' paths, once every output is known to be inside ``out_dir`` and none of
-    them (kept shards, ``verdicts.jsonl``, ``dedup.json``, ``out_dir`` itself) is an input, nor
-    an input inside ``work_dir``: a one-line error before anything is read or written, since an
-    output equal to an input would replace it with its own deduplicated copy."""
-    kept = [output_path(out_dir, name, error=DedupError) for name in names]
-    advice = "choose another --out"
-    outputs = [(out_dir, advice), *((p, advice) for p in kept),
-               (out_dir / VERDICTS_NAME, advice), (out_dir / SUMMARY_NAME, advice)]
-    folders = [] if work_dir is None else [(work_dir, "choose another --work-dir")]
-    refuse_inputs(outputs, sources, error=DedupError, folders=folders)
-    return kept
 
 
 def dedup_files(

@@ -25,10 +25,9 @@ from feedline.run.progress import Progress
 from feedline.run.ray_driver import import_ray, ray_map, ray_session
 
 from . import stages
-from .cli import check_outputs
 from .engine import DedupConfig
 from .minhash import SIGNATURE_SCHEME
-from .shards import DOC_IDS, KINDS
+from .shards import DOC_IDS, KINDS, check_outputs
 from .workdir import WorkDir
 
 WORK_DIR_NAME = ".dedup-work"

@@ -22,9 +22,12 @@ import zstandard
 from feedline.dedup.errors import DedupError
 from feedline.io.atomic import AtomicFile
 from feedline.io.jsonl import stream_jsonl
-from feedline.run.outputs import InstallSet
+from feedline.run.outputs import InstallSet, output_path, refuse_inputs
 
 from .engine import DEFAULT_CHUNK, Deduplicator
+
+SUMMARY_NAME = "dedup.json"
+VERDICTS_NAME = "verdicts.jsonl"
 
 KINDS = ("kept", "exact_dup", "near_dup")
 KEPT_ZSTD_LEVEL = 3
@@ -201,3 +204,19 @@ def dedup_shard(
     counts = kept.counts
     counts.bad_lines = documents.bad_lines
     return counts
+
+
+def check_outputs(
+    sources: list[str], names: list[str], out_dir: Path, work_dir: Path | None = None
+) -> list[Path]:
+    """The kept shards' paths, once every output is known to be inside ``out_dir`` and none of
+    them (kept shards, ``verdicts.jsonl``, ``dedup.json``, ``out_dir`` itself) is an input, nor
+    an input inside ``work_dir``: a one-line error before anything is read or written, since an
+    output equal to an input would replace it with its own deduplicated copy."""
+    kept = [output_path(out_dir, name, error=DedupError) for name in names]
+    advice = "choose another --out"
+    outputs = [(out_dir, advice), *((p, advice) for p in kept),
+               (out_dir / VERDICTS_NAME, advice), (out_dir / SUMMARY_NAME, advice)]
+    folders = [] if work_dir is None else [(work_dir, "choose another --work-dir")]
+    refuse_inputs(outputs, sources, error=DedupError, folders=folders)
+    return kept
