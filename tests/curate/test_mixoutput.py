@@ -3,12 +3,18 @@ a stream that fails half-way (``feedline.curate.mixoutput``), through the real c
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from .helpers import read_jsonl, run_feedline, write_jsonl
+from .helpers import feedline_cmd, read_jsonl, run_feedline, write_jsonl
 
 
 def _small_mix(root: Path, **output) -> Path:
@@ -100,3 +106,64 @@ def test_a_failed_mix_leaves_the_previous_output_as_it_was(tmp_path):
     after = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before
     assert [p.name for p in (out / ".feedline-mix").iterdir()] == ["m.json"]
+
+
+def _spawned_workers(parent: int) -> list[int]:
+    """The pool workers of ``parent`` (spawned children running ``spawn_main``, not the
+    resource tracker)."""
+    try:
+        children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    except FileNotFoundError:
+        return []
+    pids = []
+    for child in map(int, children):
+        try:
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                pids.append(child)
+        except FileNotFoundError:
+            continue
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the workers through /proc")
+def test_kill_9_of_a_mix_worker_ends_the_run_naming_its_stream(tmp_path):
+    """``feedline mix --processes 2``: a worker killed with ``kill -9`` ends the command within
+    seconds with one line naming a stream and the signal; nothing is left under output.path.
+    The workers are stopped (SIGSTOP) as soon as they exist, so each holds its stream when one is
+    killed, however fast the streams would mix."""
+    for name in ("a", "b"):
+        write_jsonl(tmp_path / name / "documents" / "x.jsonl", [{"id": f"{name}{i}", "text": "t"} for i in range(50)])
+    config = tmp_path / "mix.json"
+    config.write_text(json.dumps({"streams": [
+        {"name": name, "documents": [str(tmp_path / name / "documents" / "*.jsonl")],
+         "output": {"path": str(tmp_path / "out")}} for name in ("a", "b")]}))
+    proc = subprocess.Popen(feedline_cmd("mix", str(config), "--processes", "2"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        stopped: set[int] = set()
+        while len(stopped) < 2:
+            assert time.monotonic() < deadline and proc.poll() is None, "the workers never started"
+            for pid in set(_spawned_workers(proc.pid)) - stopped:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.add(pid)
+            time.sleep(0.01)
+        time.sleep(1.0)  # the parent hands each stopped worker its stream (it waits in the pipe)
+        victim, other = sorted(stopped)
+        os.kill(victim, signal.SIGKILL)
+        os.kill(other, signal.SIGCONT)
+        killed = time.monotonic()
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    assert time.monotonic() - killed < 15
+    assert proc.returncode == 1
+    errors = [line for line in stderr.splitlines() if line.startswith("feedline: error: ")]
+    assert len(errors) == 1 and "Traceback" not in stderr, stderr
+    assert re.match(rf"feedline: error: stream '[ab]': worker process {victim} died \(killed by signal 9 "
+                    r"\(SIGKILL\)\) while processing it", errors[0]), errors[0]
+    out = tmp_path / "out"
+    assert not out.exists() or [p for p in out.rglob("*") if p.is_file()] == []
