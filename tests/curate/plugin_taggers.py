@@ -4,7 +4,7 @@
 RetryableFailure the first FEEDLINE_TEST_FLAKY_TIMES times it sees each file's first document
 (counted in files under FEEDLINE_TEST_STATE). ``test_broken_v1`` raises a plain error on ids
 containing "bad"; ``test_chatty_v1`` raises one whose message spans several lines, as library
-errors often do.
+errors often do. ``test_dies_v1`` ends its worker process (``os._exit`` or a pid to ``kill -9``).
 """
 
 from __future__ import annotations
@@ -61,3 +61,27 @@ class Chatty(Broken):
 
     def error(self, doc):
         return RuntimeError(f"cannot tag {doc.id}\n  detail: the model said no\n  hint: see above")
+
+
+@add_tagger("test_dies_v1")
+class Dies(BaseTagger):
+    """Ends its worker process on the document FEEDLINE_TEST_VICTIM (an id), once another file of
+    the run has its ``.done`` marker: ``os._exit(3)`` with FEEDLINE_TEST_DEATH=exit; with =kill
+    it writes its pid to FEEDLINE_TEST_PID and sleeps, for the test to ``kill -9`` it. Without
+    FEEDLINE_TEST_VICTIM it only reports the text length, so a rerun is the same job."""
+
+    workdir: str | None = None
+
+    def begin_file(self, source, workdir):
+        self.workdir = workdir
+
+    def predict(self, doc):
+        if doc.id == os.environ.get("FEEDLINE_TEST_VICTIM"):
+            deadline = time.monotonic() + 60
+            while self.workdir and not list(Path(self.workdir).glob("*.done")) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if os.environ.get("FEEDLINE_TEST_DEATH") == "exit":
+                os._exit(3)
+            Path(os.environ["FEEDLINE_TEST_PID"]).write_text(str(os.getpid()))
+            time.sleep(120)
+        return DocResult(doc, [whole(doc, "length", len(doc.text))])

@@ -242,3 +242,51 @@ def test_same_file_name_under_two_document_roots(tmp_path):
     assert len(report.processed) == 2 and report.documents == 7
     assert len(list(meta.rglob("*.done"))) == 2
     assert len(read_jsonl(tmp_path / "b" / "attributes" / "e" / "x_000.jsonl.gz")) == 4
+
+
+def _no_temps(root: Path) -> list[str]:
+    return [str(p) for p in root.rglob("*.tmp")]
+
+
+@pytest.mark.parametrize("death", ["exit", "kill"])
+def test_a_dead_worker_ends_tag_naming_the_file_and_a_rerun_resumes(tmp_path, death):
+    """A worker that calls ``os._exit(3)`` or is killed with ``kill -9`` while tagging a file:
+    the spawn pool used to replace it and wait forever for that file. Now the run stops within
+    seconds with one line naming the file and the status, leaves no temp file, and keeps the
+    files already done, so a rerun tags only the rest."""
+    make_corpus(tmp_path, files=4, docs=6)
+    victim = tmp_path / "documents" / "shard_002.jsonl.gz"
+    pid_file = tmp_path / "worker.pid"
+    env = dict(os.environ, FEEDLINE_TEST_VICTIM="shard2-3", FEEDLINE_TEST_DEATH=death,
+               FEEDLINE_TEST_PID=str(pid_file))
+    args = ("tag", "--documents", glob_of(tmp_path), "--taggers", "test_dies_v1", "--tagger-modules", PLUGIN,
+            "--experiment", "d", "--processes", "2")
+    started = time.monotonic()
+    proc = subprocess.Popen(feedline_cmd(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if death == "kill":
+            deadline = time.monotonic() + 60
+            while not (pid_file.exists() and pid_file.read_text()):
+                assert time.monotonic() < deadline and proc.poll() is None, "the victim never started"
+                time.sleep(0.05)
+            pid = int(pid_file.read_text())
+            os.kill(pid, signal.SIGKILL)
+            started = time.monotonic()
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert time.monotonic() - started < 20
+    assert proc.returncode == 1
+    errors = [line for line in stderr.splitlines() if line.startswith("feedline: error: ")]
+    assert len(errors) == 1 and "Traceback" not in stderr, stderr
+    status = "exit status 3" if death == "exit" else f"worker process {pid} died (killed by signal 9 (SIGKILL))"
+    assert errors[0].startswith(f"feedline: error: {victim}: worker process ") and status in errors[0]
+    assert _no_temps(tmp_path) == []
+    markers = tmp_path / "attributes" / ".feedline-tag" / "d"
+    done = sorted(p.name for p in markers.glob("*.done"))
+    assert done and "shard_002.jsonl.gz.done" not in done
+    assert not (tmp_path / "attributes" / "d" / "shard_002.jsonl.gz").exists()
+
+    resumed = run_feedline(*args)
+    assert f"tagged {4 - len(done)} files" in resumed.stdout and f"{len(done)} already done" in resumed.stdout
+    assert len(list(markers.glob("*.done"))) == 4 and _no_temps(tmp_path) == []

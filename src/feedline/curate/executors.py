@@ -8,7 +8,9 @@
   past one machine.
 
 Either way a failed file stops the run (the tasks still running are dropped) unless
-``skip_on_failure``, which reports it and goes on.
+``skip_on_failure``, which reports it and goes on. A pool worker that dies (``os._exit``,
+``kill -9``) stops the run whatever ``skip_on_failure`` says, with one line naming the file and
+the exit status; that file's temps are removed, and finished files keep their markers.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from feedline.curate.errors import CurateError
-from feedline.curate.runtime import TagJob
+from feedline.curate.runtime import TagJob, plan_outputs
 from feedline.curate.task import Task, TaskResult, run_task
+from feedline.io.atomic import remove_stale_temps
 from feedline.run.pool import pool_map
 from feedline.run.progress import Progress
 from feedline.run.ray_driver import ray_map, ray_session
@@ -39,6 +42,18 @@ def _pool_task(args: tuple[Task, TagJob, int], report: Callable[[int], None]) ->
     return run_task(task, job, retries, report)
 
 
+def _source_of(args: tuple[Task, TagJob, int]) -> str:
+    return args[0].source
+
+
+def _remove_partial_outputs(args: tuple[Task, TagJob, int]) -> None:
+    """The temps a dead or terminated worker left beside the file's attribute files and marker
+    (``.<name>.<8 hex>.tmp``); finished files and their ``.done`` markers stay, so a rerun resumes."""
+    task, job, _ = args
+    for path in (*plan_outputs(task.source, job, task.base), task.marker):
+        remove_stale_temps(path)
+
+
 def run_local(
     tasks: list[Task], job: TagJob, retries: int, skip_on_failure: bool, *, processes: int = 1, **_: Any
 ) -> list[TaskResult]:
@@ -46,7 +61,8 @@ def run_local(
     results: list[TaskResult] = []
     with _progress(tasks) as progress:
         done = pool_map(_pool_task, [(task, job, retries) for task in tasks], processes=processes,
-                        progress=lambda n: progress.count(documents=n))
+                        progress=lambda n: progress.count(documents=n), describe=_source_of,
+                        cleanup=_remove_partial_outputs)
         with contextlib.closing(done):  # leaving early terminates the workers at once
             for result in done:
                 progress.update(1)

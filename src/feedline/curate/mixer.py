@@ -5,7 +5,8 @@ Runs the streams of a Dolma ``mix`` config (read and checked by
 (see :mod:`~feedline.curate.jsonpath`), each expression is compiled once per run, a short, long
 or misaligned attribute file is an error naming both files, shards are cut by *output* bytes
 (a shard closes once its compressed size reaches ``max_size_in_bytes``) and all named
-``<name>-NNNN.jsonl.gz`` (or ``.jsonl.zst``), and each shard appears atomically.
+``<name>-NNNN.jsonl.gz`` (or ``.jsonl.zst``), and a stream's shards appear only when the whole
+stream succeeded (:mod:`~feedline.curate.mixoutput`, which also decides what may be removed).
 """
 
 from __future__ import annotations
@@ -26,15 +27,18 @@ import orjson
 from feedline.curate import files
 from feedline.curate.errors import AlignmentError, CurateError
 from feedline.curate.mixconfig import SpanReplacement, StreamConfig
+from feedline.curate.mixoutput import (
+    ShardWriter,
+    check_output,
+    discard_partial_output,
+    summary_path,
+)
 from feedline.curate.runtime import attribute_path, relative_name
-from feedline.io.paths import is_url
 from feedline.run.pool import pool_map
 from feedline.run.progress import Progress
 from feedline.validate import check_int
 
 log = logging.getLogger("feedline.curate")
-_EXTENSIONS = {"gz": ".jsonl.gz", "zst": ".jsonl.zst", "": ".jsonl"}
-SUMMARY_FOLDER = ".feedline-mix"
 #: Progress goes to the parent every this many documents or seconds, whichever comes first.
 PROGRESS_EVERY_DOCS = 1000
 PROGRESS_EVERY_S = 0.5
@@ -129,14 +133,6 @@ class MixReport:
         return {"seconds": round(self.seconds, 3), "streams": [s.to_json() for s in self.streams]}
 
 
-def summary_path(stream: StreamConfig) -> str:
-    """``<output.path>/.feedline-mix/<name>.json``: beside the shards, but hidden, so a glob over
-    the mixed folder (``*``, ``*.gz``) never reads it as documents."""
-    return f"{stream.output_path}/{SUMMARY_FOLDER}/{stream.name}.json"
-
-
-
-
 def count_filters(row: dict[str, Any], stream: StreamConfig, counts: list[FilterCount]) -> bool:
     """:func:`keep`, evaluating every expression (no short cut) to count each one on its own."""
     n_include = len(stream.include)
@@ -189,71 +185,6 @@ def replace_spans(text: str, row: dict[str, Any], replacements: list[SpanReplace
     return "".join(out)
 
 
-class _ShardWriter:
-    """Size-capped shards ``<path>/<name>-NNNN<ext>``, each committed atomically when full."""
-
-    def __init__(self, stream: StreamConfig) -> None:
-        self.stream = stream
-        self.ext = _EXTENSIONS[stream.compression]
-        self.shards: list[str] = []
-        self.bytes_written = 0
-        self.current: files.AtomicOutput | None = None
-        self.since_check = 0
-        self.uncompressed = 0
-        self.ratio = 1.0  # compressed / uncompressed, refined by each measurement
-        self.check_every = max(1, min(stream.max_size_in_bytes // 64, 1 << 18))
-
-    def _open(self) -> files.AtomicOutput:
-        path = f"{self.stream.output_path}/{self.stream.name}-{len(self.shards):04d}{self.ext}"
-        self.shards.append(path)
-        return files.AtomicOutput(path, self.stream.compression)
-
-    def write(self, line: bytes) -> None:
-        if self.current is None:
-            self.current = self._open()
-            self.uncompressed = 0
-        self.current.write(line)
-        self.uncompressed += len(line)
-        self.since_check += len(line)
-        if self.since_check >= self.check_every:
-            self.since_check = 0
-            # Estimate from the last measured ratio; measure exactly (a compressor flush) only
-            # when the estimate gets close, so a shard costs a handful of flushes.
-            if self.uncompressed * self.ratio >= 0.9 * self.stream.max_size_in_bytes:
-                size = self.current.compressed_size()
-                self.ratio = max(size / self.uncompressed, 1e-3)
-                if size >= self.stream.max_size_in_bytes:
-                    self._close()
-
-    def _close(self) -> None:
-        if self.current is not None:
-            self.current.commit()
-            self.bytes_written += os.path.getsize(self.current.path) if not is_url(self.current.path) else 0
-            self.current = None
-
-    def finish(self) -> None:
-        self._close()
-        if not is_url(self.stream.output_path):
-            _remove_stale_shards(self.stream, self.shards)
-
-    def abort(self) -> None:
-        if self.current is not None:
-            self.current.abort()
-
-
-def _remove_stale_shards(stream: StreamConfig, produced: list[str]) -> None:
-    """Shards a previous run left behind (more of them, or another compression) would otherwise
-    be read as part of this mix."""
-    folder = stream.output_path
-    if not os.path.isdir(folder):
-        return
-    keep = {os.path.basename(p) for p in produced}
-    pattern = re.compile(rf"^{re.escape(stream.name)}-\d{{4,}}\.jsonl(\.gz|\.zst)?$")
-    for name in os.listdir(folder):
-        if pattern.match(name) and name not in keep:
-            os.unlink(os.path.join(folder, name))
-
-
 def _attribute_lines(paths: list[str], stack: Any) -> list[Iterator[bytes]]:
     readers = []
     for path in paths:
@@ -287,15 +218,16 @@ class _Ticker:
         self.last = time.monotonic()
 
 
-def mix_stream(stream: StreamConfig, progress: Callable[[int], None] | None = None) -> StreamReport:
+def mix_stream(stream: StreamConfig, progress: Callable[[int], None] | None = None,
+               warnings: list[str] | None = None) -> StreamReport:
     """Mix one stream; returns counts and the shard paths; ``progress(n)`` gets document counts
-    in batches while it runs."""
+    in batches while it runs; ``warnings`` (from :func:`check_output`) go into its report."""
     started = time.monotonic()
-    report = StreamReport(stream.name, min_text_length=stream.min_text_length)
+    report = StreamReport(stream.name, min_text_length=stream.min_text_length, warnings=list(warnings or ()))
     counts = [FilterCount("include", p.text) for p in stream.include] + [
         FilterCount("exclude", p.text) for p in stream.exclude]
     ticker = _Ticker(progress)
-    writer = _ShardWriter(stream)
+    writer = ShardWriter(stream)
     discard = stream.discard_fields
     wanted = {
         name: p.text for p in (*stream.include, *stream.exclude) for name in attribute_names(p.text)
@@ -394,8 +326,17 @@ def _merge_attributes(row: dict[str, Any], readers: list[Iterator[bytes]], paths
         merged.update(values)
 
 
-def _mix_stream_task(stream: StreamConfig, report: Callable[[int], None]) -> StreamReport:
-    return mix_stream(stream, report)
+def _mix_stream_task(args: tuple[StreamConfig, list[str]], report: Callable[[int], None]) -> StreamReport:
+    stream, warnings = args
+    return mix_stream(stream, report, warnings)
+
+
+def _stream_name(args: tuple[StreamConfig, list[str]]) -> str:
+    return f"stream {args[0].name!r}"
+
+
+def _discard_stream(args: tuple[StreamConfig, list[str]]) -> None:
+    discard_partial_output(args[0])
 
 
 def run_mix(streams: list[StreamConfig], processes: int = 1, show_progress: bool | None = None) -> MixReport:
@@ -403,15 +344,18 @@ def run_mix(streams: list[StreamConfig], processes: int = 1, show_progress: bool
     progress bar on a terminal (``show_progress`` forces it on or off).
 
     The first stream that fails stops the run: the streams still being mixed are dropped (their
-    shards are temporary files until each is complete) and the error reaches the caller.
+    shards stay staged until the whole stream is done, and are removed) and the error reaches the
+    caller. Every stream's output folder is checked first (:func:`check_output`), before any work.
     """
     check_int("processes", processes, minimum=1, error=CurateError)
+    checked = [(stream, check_output(stream)) for stream in streams]
     started = time.monotonic()
     reports: list[StreamReport] = []
     # The documents have no total (counting them would cost a second pass); the streams do.
     with Progress("mix", unit="doc", counters={"streams": len(streams)}, scale=True,
                   enabled=show_progress) as progress:
-        done = pool_map(_mix_stream_task, streams, processes=processes, progress=progress.update, ordered=True)
+        done = pool_map(_mix_stream_task, checked, processes=processes, progress=progress.update, ordered=True,
+                        describe=_stream_name, cleanup=_discard_stream)
         with contextlib.closing(done):
             for report in done:
                 reports.append(report)

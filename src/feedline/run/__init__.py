@@ -24,6 +24,7 @@ _EXPORTS = {
     "TASK_RETRY": "feedline.run.retry",
     "pause_before_retry": "feedline.run.retry",
     "RunError": "feedline.run.errors",
+    "WorkerDiedError": "feedline.run.errors",
 }
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "Progress",
     "RunError",
     "TASK_RETRY",
+    "WorkerDiedError",
     "human_bytes",
     "params_digest",
     "pause_before_retry",
@@ -42,7 +44,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 if TYPE_CHECKING:
-    from feedline.run.errors import RunError
+    from feedline.run.errors import RunError, WorkerDiedError
     from feedline.run.markers import DoneMarker, params_digest
     from feedline.run.pool import pool_map
     from feedline.run.progress import Progress, human_bytes
