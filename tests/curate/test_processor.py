@@ -3,6 +3,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from tests.crash import assert_complete_subset, kill_when, temp_files, tree
 
 from .helpers import (
     cut,
+    feedline_cmd,
     make_corpus,
     make_text,
     read_jsonl,
