@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from feedline.acquire.download import (
     part_path,
 )
 from feedline.acquire.errors import DownloadError
+from feedline.acquire.prefix import OVERLAP_BYTES, PREFIX_SAMPLE_BLOCK, PREFIX_SAMPLE_BLOCKS
 from feedline.io import HttpRangeClient
 from feedline.io.atomic import temp_path
 from feedline.io.redact import redact_url
@@ -47,6 +49,24 @@ def log_for(nginx_server, name: str) -> list[tuple[str, int, int, str]]:
         if f"/{name} " in request or f"/{name}?" in request:
             out.append((request, int(status), int(sent), rng.strip('"')))
     return out
+
+
+def transfers(nginx_server, name: str) -> list[tuple[str, int, int, str]]:
+    """The GETs for ``name`` without the prefix blocks read back before a resume."""
+    return [e for e in log_for(nginx_server, name) if e[0].startswith("GET") and not _is_sample(e[3])]
+
+
+def _is_sample(rng: str) -> bool:
+    match = re.fullmatch(r"bytes=(\d+)-(\d+)", rng)
+    return match is not None and int(match[2]) - int(match[1]) + 1 == PREFIX_SAMPLE_BLOCK
+
+
+def samples(nginx_server, name: str) -> int:
+    return sum(1 for e in log_for(nginx_server, name) if e[0].startswith("GET") and _is_sample(e[3]))
+
+
+#: Bytes a resume compares with the server before appending: the overlap and the random blocks.
+COMPARED = OVERLAP_BYTES + PREFIX_SAMPLE_BLOCKS * PREFIX_SAMPLE_BLOCK
 
 
 def leave_partial(
@@ -97,8 +117,14 @@ def test_resume_fetches_only_the_remainder_with_if_range(nginx_server, tmp_path)
         SIZE - verified,
         0,
     )
-    gets = [entry for entry in log_for(nginx_server, "resume.bin") if entry[0].startswith("GET")]
-    assert gets == [("GET /resume.bin HTTP/1.1", 206, SIZE - verified, f"bytes={verified}-")]
+    # One ranged GET from a little before the offset (its first bytes are compared with the
+    # disk), and the random blocks of the prefix read back beside it.
+    first = verified - OVERLAP_BYTES
+    assert transfers(nginx_server, "resume.bin") == [
+        ("GET /resume.bin HTTP/1.1", 206, SIZE - first, f"bytes={first}-")
+    ]
+    assert samples(nginx_server, "resume.bin") == PREFIX_SAMPLE_BLOCKS
+    assert result.resume["prefix_sample_bytes"] == COMPARED
 
 
 def test_temp_of_a_checkpoint_save_killed_midway_is_removed_on_resume(nginx_server, tmp_path):
@@ -125,11 +151,11 @@ def test_unverified_tail_longer_than_checkpoint_is_dropped(nginx_server, tmp_pat
     result = download_shard(url, dest)
     assert_done(dest, data, result)
     assert result.reused_bytes == verified
-    assert log_for(nginx_server, "tail.bin")[-1] == (
+    assert transfers(nginx_server, "tail.bin")[-1] == (
         "GET /tail.bin HTTP/1.1",
         206,
-        SIZE - verified,
-        f"bytes={verified}-",
+        SIZE - verified + OVERLAP_BYTES,
+        f"bytes={verified - OVERLAP_BYTES}-",
     )
 
 
@@ -179,12 +205,13 @@ def test_replaced_source_new_etag_never_splices(nginx_server, tmp_path):
     assert_done(dest, new, result)
     assert result.restarts == 1
     # If-Range did its job: the ranged request was answered with the whole new object.
-    assert log_for(nginx_server, "replaced.bin")[-1] == (
+    assert transfers(nginx_server, "replaced.bin")[-1] == (
         "GET /replaced.bin HTTP/1.1",
         200,
         SIZE,
-        "bytes=2097152-",
+        f"bytes={2 * MiB - OVERLAP_BYTES}-",
     )
+    assert samples(nginx_server, "replaced.bin") == 0  # no read-back once the server said 200
 
 
 def test_server_ignoring_range_restarts_with_the_same_body(nginx_server, tmp_path):
@@ -196,7 +223,7 @@ def test_server_ignoring_range_restarts_with_the_same_body(nginx_server, tmp_pat
     assert_done(dest, data, result)
     assert (result.reused_bytes, result.fetched_bytes, result.restarts) == (0, SIZE, 1)
     gets = [e for e in log_for(nginx_server, "norange.bin") if e[0].startswith("GET")]
-    assert gets == [("GET /norange/norange.bin HTTP/1.1", 200, SIZE, "bytes=2097152-")]
+    assert gets == [("GET /norange/norange.bin HTTP/1.1", 200, SIZE, f"bytes={2 * MiB - OVERLAP_BYTES}-")]
 
 
 def test_last_modified_validator_when_there_is_no_etag(nginx_server, tmp_path):
@@ -208,10 +235,12 @@ def test_last_modified_validator_when_there_is_no_etag(nginx_server, tmp_path):
     result = download_shard(url, dest)
     assert_done(dest, data, result)
     assert result.reused_bytes == MiB
-    assert log_for(nginx_server, "noetag.bin")[-1][1:] == (206, SIZE - MiB, f"bytes={MiB}-")
+    assert transfers(nginx_server, "noetag.bin")[-1][1:] == (
+        206, SIZE - MiB + OVERLAP_BYTES, f"bytes={MiB - OVERLAP_BYTES}-"
+    )
 
 
-def test_complete_part_before_rename_gets_416_and_finishes(nginx_server, tmp_path):
+def test_complete_part_before_rename_is_compared_and_finishes(nginx_server, tmp_path):
     data = serve(nginx_server, "whole.bin")
     url = f"{nginx_server.url}/whole.bin"
     dest = tmp_path / "whole.bin"
@@ -219,8 +248,9 @@ def test_complete_part_before_rename_gets_416_and_finishes(nginx_server, tmp_pat
     result = download_shard(url, dest)
     assert_done(dest, data, result)
     assert (result.reused_bytes, result.fetched_bytes, result.restarts) == (SIZE, 0, 0)
-    last = log_for(nginx_server, "whole.bin")[-1]
-    assert (last[1], last[3]) == (416, f"bytes={SIZE}-")
+    # The re-read of the prefix's last bytes is all that is fetched: it ends at the object's end.
+    last = transfers(nginx_server, "whole.bin")[-1]
+    assert last[1:] == (206, OVERLAP_BYTES, f"bytes={SIZE - OVERLAP_BYTES}-")
 
 
 def test_416_for_an_offset_past_the_object_restarts(nginx_server, tmp_path):
@@ -235,10 +265,8 @@ def test_416_for_an_offset_past_the_object_restarts(nginx_server, tmp_path):
     result = download_shard(url, dest)
     assert_done(dest, data, result)
     assert result.restarts == 1
-    assert [e[1] for e in log_for(nginx_server, "shrunk.bin") if e[0].startswith("GET")][-2:] == [
-        416,
-        200,
-    ]
+    # The re-read before the claimed offset reaches the real end: its size differs, so byte 0.
+    assert [e[1] for e in transfers(nginx_server, "shrunk.bin")][-2:] == [206, 200]
 
 
 def test_drop_mid_body_retries_from_the_verified_offset(nginx_server, fault_proxy, tmp_path):
@@ -251,7 +279,12 @@ def test_drop_mid_body_retries_from_the_verified_offset(nginx_server, fault_prox
     assert_done(dest, data, result)
     assert result.restarts == 0 and result.fetched_bytes == SIZE
     ranges = [rng for method, path, rng in fault_proxy.requests if method == "GET"]
-    assert ranges == [None, "bytes=2500000-", "bytes=5000000-"]
+    # Each retry re-reads (and compares) the last OVERLAP_BYTES before the byte it resumes at.
+    # (the proxy cuts each body after 2 500 000 bytes, the re-read bytes included).
+    second = 2_500_000 - OVERLAP_BYTES
+    assert [r for r in ranges if r is None or not _is_sample(r)] == [
+        None, f"bytes={second}-", f"bytes={second + 2_500_000 - OVERLAP_BYTES}-"
+    ]
 
 
 def test_503_is_retried(nginx_server, fault_proxy, tmp_path):
@@ -282,7 +315,8 @@ def test_persistent_drops_give_up_and_leave_a_resumable_checkpoint(
     result = download_shard(url, dest)
     assert_done(dest, data, result)
     assert result.reused_bytes == 3_000_000
-    assert fault_proxy.requests[-1] == ("GET", "/flaky.bin", "bytes=3000000-")
+    gets = [r for m, _path, r in fault_proxy.requests if m == "GET" and r and not _is_sample(r)]
+    assert gets[-1] == f"bytes={3_000_000 - OVERLAP_BYTES}-"
 
 
 def test_missing_object_fails_at_once(nginx_server, tmp_path):
@@ -417,6 +451,7 @@ def test_connection_reset_mid_body_resumes_at_the_exact_byte(nginx_server, tmp_p
     class ResetOnce:
         url = real.url
         resets = 0
+        coarse_validators = False  # this test is about the reset, not the read-back
 
         def stat(self):
             return real.stat()
@@ -497,60 +532,66 @@ def test_successful_download_leaves_no_lock_file(nginx_server, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shard-0.bin"]
 
 
-def test_same_size_replacement_within_the_same_second_never_splices(nginx_server, fault_proxy, tmp_path):
-    """nginx's ETag is mtime seconds + size: a same-size file put in place within the same
-    second keeps it, so If-Range matches; the read-back sample of the kept prefix catches it."""
-    old = serve(nginx_server, "samesec.bin")
-    path = nginx_server.root / "samesec.bin"
-    stamp = time.time_ns() + 3_000_000_000  # "modified" as the first bytes are fetched
-    os.utime(path, ns=(stamp, stamp))
-    url = f"{fault_proxy.url}/samesec.bin"
-    dest = tmp_path / "samesec.bin"
-    fault_proxy.add_fault("drop", after_bytes=3 * MiB)
+@pytest.mark.parametrize(
+    ("case", "root"),
+    [
+        ("same-second", "url"),  # replaced 0.8 s after the old version, within its mtime second
+        ("mtime-restored", "url"),  # replaced days later by rsync -t / touch -d: same mtime
+        ("same-second", "noetag_url"),  # Last-Modified is the only validator
+        ("differs-after-offset", "url"),  # same prefix: the kept bytes are the new file's too
+    ],
+)
+def test_same_size_replacement_the_validator_cannot_tell_never_splices(
+    nginx_server, fault_proxy, tmp_path, case, root
+):
+    """nginx's ETag is mtime seconds + size and Last-Modified has whole seconds: a same-size file
+    put in place within the same second (or with its mtime restored) keeps both, so If-Range
+    matches. The resume compares the prefix's last bytes and random blocks of it with the
+    server's: the new file is downloaded whole, never the old prefix joined to its tail."""
+    name = f"swap-{case}-{root}.bin"
+    path = nginx_server.root / name
+    old = serve(nginx_server, name)
+    second = int(time.time()) - 3600
+    os.utime(path, ns=(second * 10**9 + 100_000_000,) * 2)
+    origin = nginx_server.url if root == "url" else nginx_server.noetag_url
+    url = f"{fault_proxy.url}{origin.removeprefix(nginx_server.url)}/{name}"
+    dest = tmp_path / name
+    fault_proxy.add_fault("drop", after_bytes=3 * MiB)  # the interrupted first run
     with pytest.raises(DownloadError):
         download_shard(url, dest, retry=RetryPolicy(attempts=1), checkpoint_bytes=MiB)
     ckpt = Checkpoint.load(checkpoint_path(dest))
-    assert ckpt is not None and ckpt.verified_bytes >= MiB and ckpt.fetched_at is not None
-    assert part_path(dest).read_bytes()[: ckpt.verified_bytes] == old[: ckpt.verified_bytes]
+    assert ckpt is not None and ckpt.verified_bytes >= MiB
     before = HttpRangeClient().head(url)
-    new = os.urandom(SIZE)
+    new = old[: ckpt.verified_bytes] + os.urandom(SIZE - ckpt.verified_bytes) if case == "differs-after-offset" else os.urandom(SIZE)
     path.write_bytes(new)
+    stamp = second * 10**9 + (100_000_000 if case != "same-second" else 900_000_000)
     os.utime(path, ns=(stamp, stamp))
-    assert HttpRangeClient().head(url).etag == before.etag  # the validator cannot tell
+    after = HttpRangeClient().head(url)
+    assert (after.etag, after.last_modified, after.size) == (before.etag, before.last_modified, before.size)
     fault_proxy.clear()
     result = download_shard(url, dest)
     assert_done(dest, new, result)
-    assert result.reused_bytes == 0 and result.restarts >= 1 and result.resume is None
+    if case == "differs-after-offset":  # nothing to catch: the kept prefix is the new one's
+        assert result.reused_bytes == ckpt.verified_bytes and result.restarts == 0
+        assert result.resume["prefix_sample_bytes"] == COMPARED
+    else:
+        assert result.restarts == 1 and result.fetched_bytes == SIZE
 
 
-def test_resume_records_what_it_relied_on(nginx_server, fault_proxy, tmp_path):
+def test_resume_records_what_it_relied_on(nginx_server, tmp_path):
     data = serve(nginx_server, "relied.bin")
     url = f"{nginx_server.url}/relied.bin"
     dest = tmp_path / "relied.bin"
-    ckpt = leave_partial(url, dest, data, 3 * MiB)  # an older checkpoint: no fetched_at
+    ckpt = leave_partial(url, dest, data, 3 * MiB)
     result = download_shard(url, dest)
     assert_done(dest, data, result)
     assert result.reused_bytes == 3 * MiB
     assert result.resume == {
         "validator": f"If-Range ETag {ckpt.etag}",
         "verified_prefix_bytes": 3 * MiB,
-        "prefix_sample_bytes": 0,
+        "prefix_sample_bytes": COMPARED,
         "expected_sha256": False,
-        "modified_before_fetch_s": None,
     }
-    # A fresh partial of an object modified just now is read back before resuming.
-    fresh = serve(nginx_server, "relied2.bin")
-    stamp = time.time_ns() + 3_000_000_000
-    os.utime(nginx_server.root / "relied2.bin", ns=(stamp, stamp))
-    url = f"{fault_proxy.url}/relied2.bin"
-    dest = tmp_path / "relied2.bin"
-    fault_proxy.add_fault("drop", after_bytes=3 * MiB)
-    with pytest.raises(DownloadError):
-        download_shard(url, dest, retry=RetryPolicy(attempts=1), checkpoint_bytes=MiB)
-    fault_proxy.clear()
-    result = download_shard(url, dest)
-    assert_done(dest, fresh, result)
-    assert result.reused_bytes >= MiB and result.resume["prefix_sample_bytes"] == 64 * 1024 + 4 * 4096
 
 
 class Counter:

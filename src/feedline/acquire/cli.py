@@ -17,25 +17,66 @@ _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
 def read_url_args(items: list[str]) -> list[str]:
     """URLs (or globs) from the command line; an argument without ``://`` is a list file (one a
-    line)."""
+    line). Every URL is checked here, before any listing or transfer: a malformed one is one
+    line naming it (and its list file and line), not a failure halfway through the run."""
+    from feedline.io.errors import UrlError
+    from feedline.io.urls import check_url, url_name
+
     urls: list[str] = []
     for item in items:
         if "://" in item:
+            try:
+                check_url(item)
+            except UrlError as exc:
+                raise DownloadError(str(exc)) from None
             urls.append(item)
             continue
-        path = Path(item)
-        if not path.is_file():
-            raise DownloadError(f"{item}: neither a URL (scheme://...) nor a list file of URLs")
-        for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
+        for number, line in _list_file_lines(item, url_name(item)):
             if "://" not in line:
-                raise DownloadError(f"{item}: line {number}: {line!r} is not a URL (scheme://...)")
+                raise DownloadError(f"{url_name(item)}: line {number}: {_shown(line)} is not a URL (scheme://...)")
+            try:
+                check_url(line)
+            except UrlError as exc:
+                raise DownloadError(f"{url_name(item)}: line {number}: {exc}") from None
             urls.append(line)
     if not urls:
         raise DownloadError("no URLs given (the list files are empty)")
     return urls
+
+
+def _list_file_lines(item: str, name: str) -> list[tuple[int, str]]:
+    """The URL lines of list file ``item`` (numbered; comments and blank lines left out)."""
+    path = Path(item)
+    if not item.strip():
+        raise DownloadError(f"{name}: empty argument, not a URL nor a list file of URLs")
+    if path.is_dir():
+        raise DownloadError(f"{name}: a folder, not a URL (scheme://...) nor a list file of URLs")
+    if not path.is_file():
+        raise DownloadError(f"{name}: neither a URL (scheme://...) nor a list file of URLs")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DownloadError(f"{name}: cannot read the list file ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DownloadError(
+            f"{name}: not a text file of URLs (byte {exc.start} is not UTF-8); "
+            "list one URL per line, UTF-8"
+        ) from None
+    if "\x00" in text:
+        raise DownloadError(f"{name}: not a text file of URLs (it holds NUL bytes)")
+    lines = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            lines.append((number, line))
+    return lines
+
+
+def _shown(line: str, limit: int = 80) -> str:
+    """A list file's line in a message: quoted, and cut short when long."""
+    return repr(line if len(line) <= limit else line[:limit] + "...")
 
 
 def read_expected_sha256(path: str) -> dict[str, str]:

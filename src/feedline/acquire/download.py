@@ -4,7 +4,8 @@ curl ``-C -``, ``wget -c`` and aria2c resume from the size of the file on disk: 
 prefix or a replaced source gives a file of the right size with the wrong bytes, and exit 0.
 Here the data goes to ``<dest>.part``; ``<dest>.partial.json`` records how many of its bytes are
 fsynced and what they hash to. A new run re-hashes that prefix and resumes with ``Range`` +
-``If-Range`` only when it matches; every other case (no checkpoint, hash mismatch, a 200 to a
+``If-Range`` only when it matches (and, where ETag and date cannot prove identity, HTTP, only
+when sampled prefix bytes equal the server's: :mod:`feedline.acquire.prefix`); every other case (no checkpoint, hash mismatch, a 200 to a
 ranged request, a changed validator, a 416 before the end) restarts from byte zero, never
 splicing old and new bytes. ``dest`` itself only ever appears complete and verified (feedline
 differs on purpose from "write into dest": a crashed run cannot leave a truncated shard under its
@@ -28,7 +29,7 @@ from typing import Any
 
 from feedline.acquire.checkpoint import Checkpoint, hash_prefix, remove_quietly
 from feedline.acquire.errors import DownloadError
-from feedline.acquire.prefix import check_prefix
+from feedline.acquire.prefix import open_resume, resume_record
 from feedline.acquire.sources import Source, open_source
 from feedline.io import Body, RangeError, StoreError, TransientError, process_lock
 from feedline.io.atomic import install, remove_stale_temps
@@ -367,11 +368,9 @@ class _Download:
                         self.part,
                         on_disk - ckpt.verified_bytes,
                     )
-                mismatch, self.resume = check_prefix(self.source, self.part, ckpt, bool(self.expected))
-                if mismatch is None:
-                    log.info("%s: resuming at verified byte %d", self.dest, ckpt.verified_bytes)
-                    return ckpt.verified_bytes, hasher, ckpt
-                reason = mismatch
+                self.resume = resume_record(ckpt, bool(self.expected))
+                log.info("%s: resuming at verified byte %d", self.dest, ckpt.verified_bytes)
+                return ckpt.verified_bytes, hasher, ckpt
         log.warning("%s: %s; starting from byte 0", self.dest, reason)
         self.restarts += 1
         return 0, hashlib.sha256(), fresh
@@ -383,7 +382,9 @@ class _Download:
         while True:
             before = offset
             try:
-                body = self.source.open(offset, ckpt)
+                body = open_resume(
+                    self.source, offset, ckpt, lambda a, b: self._kept(handle, a, b), self.resume
+                )
             except RangeError as exc:
                 if offset > 0 and ckpt.expected_size == offset and exc.total in (None, offset):
                     return offset  # killed after the last byte, before the rename
@@ -410,6 +411,12 @@ class _Download:
                 failures = self._failed(failures, exc, progressed=offset - before >= PROGRESS_BYTES)
                 continue
             return offset
+
+    @staticmethod
+    def _kept(handle: Any, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the part file as written so far (the resume's re-read)."""
+        handle.flush()
+        return os.pread(handle.fileno(), end - start, start)
 
     def _restart(self, handle: Any, ckpt: Checkpoint, why: str, offset: int) -> int:
         """Throw away the ``offset`` bytes kept so far and start from byte 0."""
@@ -447,7 +454,7 @@ class _Download:
     @staticmethod
     def _adopt(ckpt: Checkpoint, body: Body) -> None:
         if body.start == 0 or ckpt.fetched_at is None:
-            ckpt.fetched_at = time.time()  # when these bytes began to arrive (see _sample_prefix)
+            ckpt.fetched_at = time.time()  # when these bytes began to arrive (for the record)
         ckpt.expected_size = body.total
         ckpt.etag = body.etag
         ckpt.last_modified = body.last_modified

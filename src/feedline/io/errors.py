@@ -17,6 +17,15 @@ class StoreError(IoError):
     """A store could not serve a request; the message names the URL and, if any, the status."""
 
 
+class UrlError(StoreError):
+    """A URL or path that names nothing feedline can open: an unsupported scheme, no host or
+    bucket, a port that is not one, unparsable brackets. Raised before any request is made."""
+
+
+class HomeError(IoError):
+    """``$FEEDLINE_HOME`` (or its default) is not a folder feedline can write its caches into."""
+
+
 class NotFoundError(StoreError):
     """The object does not exist (HTTP 404, missing key or file)."""
 

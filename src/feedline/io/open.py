@@ -13,17 +13,11 @@ from feedline.io.http.client import (
     HttpRangeClient,
 )
 from feedline.io.http.store import HttpStore
-from feedline.io.redact import redact_text
 from feedline.io.store import LocalStore, Store
+from feedline.io.urls import check_url, url_name
 
 #: Storage options feedline itself understands; everything else goes to the filesystem.
 HTTP_OPTIONS = ("max_connections", "subranges", "timeout_s", "min_bytes_per_s", "headers")
-
-
-def _scheme(url: str) -> str:
-    if "://" not in url:
-        return "file"
-    return url.split("://", 1)[0].lower()
 
 
 def open_store(url: str, **storage_options: Any) -> Store:
@@ -34,7 +28,7 @@ def open_store(url: str, **storage_options: Any) -> Store:
     ``timeout_s`` (each socket read, and the grace before ``min_bytes_per_s`` applies),
     ``min_bytes_per_s`` (slowest average a transfer may keep) and ``headers``. Credentials are taken, never echoed.
     """
-    scheme = _scheme(url)
+    scheme = check_url(url)  # a malformed URL fails here, named, before any library sees it
     if scheme == "file":
         path = url[len("file://") :] if url.startswith("file://") else url
         if storage_options:
@@ -67,8 +61,8 @@ def open_store(url: str, **storage_options: Any) -> Store:
 
         try:
             fs = fsspec.filesystem(scheme, **storage_options)
-        except (ImportError, ValueError) as exc:
-            raise StoreError(f"{scheme}://: no filesystem for this scheme ({exc})") from None
+        except (ImportError, ValueError, TypeError) as exc:
+            raise StoreError(f"{url_name(url)}: no filesystem for {scheme}:// ({exc})") from None
     if scheme == "memory":
         root = "/" + root.lstrip("/")
     return FsspecStore(fs, root, protocol=scheme, max_connections=max_connections)
@@ -77,11 +71,12 @@ def open_store(url: str, **storage_options: Any) -> Store:
 def split_object_url(url: str) -> tuple[str, str]:
     """(the URL of an object's folder, the object's name): objects of one folder share one store
     (and its connections), so a caller opening many of them keys its stores by the first."""
+    check_url(url)
     if "://" in url:
         scheme, rest = url.split("://", 1)
         parent, _, name = rest.rstrip("/").rpartition("/")
         if not parent or not name:
-            raise StoreError(f"{redact_text(url)}: not the URL of an object")
+            raise StoreError(f"{url_name(url)}: not the URL of an object")
         return f"{scheme}://{parent}", name
     path = url[len("file://") :] if url.startswith("file://") else url
     parent, _, name = path.rpartition("/")

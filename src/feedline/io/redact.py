@@ -18,15 +18,17 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@?#\"'<>]+@")
 #: ``?token=...`` / ``&X-Amz-Signature=...``: a query parameter whose name looks like a secret.
 _SECRET_PARAM = re.compile(
     r"(?i)([?&;](?:[^=&;\s\"'#]*(?:token|secret|passw|pwd|signature|sig|key|auth|credential|session|"
-    r"code|jwt|bearer)[^=&;\s\"'#]*)=)[^&;\s\"'#]*"
+    r"code|jwt|bearer)[^=&;\s\"'#]*)=)(?!\*\*\*)[^&;\s\"'#]*"
 )
-MASK = "***"
+MASK = "***"  # a value already masked is left alone: redacting twice changes nothing
 
 
 def redact_url(url: str) -> str:
     """``url`` without user:password or query string, which may carry credentials/tokens."""
     parts = urlsplit(url)
     host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 address keeps its brackets
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
