@@ -203,3 +203,15 @@ def test_flipped_page_bit_fails_both_readers_naming_the_file(dataset_copy):
     with pytest.raises(ParquetDamaged) as err:
         list(StreamingEpisodeDataset(root=str(dataset_copy)))
     _one_line(err, DATA_FILE)
+
+
+@pytest.mark.parametrize(
+    ("path", "column"), [(META_FILE, "dataset_from_index"), ("meta/tasks.parquet", "task_index")]
+)
+def test_flipped_page_bit_in_metadata_names_the_file(dataset_copy, path, column):
+    """A flip pyarrow alone reads as another value, in the episodes metadata or the tasks."""
+    target = dataset_copy / path
+    target.write_bytes(_silent_flip(target.read_bytes(), column))
+    with pytest.raises(ParquetDamaged) as err:
+        load_meta(open_store(str(dataset_copy)))
+    _one_line(err, path)

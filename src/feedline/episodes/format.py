@@ -344,9 +344,10 @@ def read_info(store: Store) -> dict[str, Any]:
 def _read_parquet(store: Store, path: str, columns: Sequence[str] | None = None) -> pa.Table:
     try:
         with store.open(path) as handle, named_parquet_errors(store.url(path)):
-            return pq.read_table(
-                handle, columns=list(columns) if columns is not None else None, **VERIFY_PAGES
-            )
+            # Not pq.read_table: with a page failing its CRC, pyarrow 26's dataset reader hangs
+            # (use_threads=False) or aborts the process at exit; ParquetFile.read raises cleanly.
+            pf = pq.ParquetFile(handle, **VERIFY_PAGES)
+            return pf.read(columns=list(columns) if columns is not None else None)
     except NotFoundError:
         raise EpisodeFormatError(f"{store.url(path)}: not found") from None
 
