@@ -1,6 +1,7 @@
 """Benchmark the MP4 sidecar path: bytes fetched per episode, decode speed, sidecar build time.
 
-Run: ``.venv/bin/python bench/sidecar.py [--episodes 12] [--frames 60] [--size 320x240] [--repeats 5]``
+Run: ``.venv/bin/python bench/sidecar.py [--episodes 12] [--frames 60] [--size 320x240] [--repeats 5]
+[--videos 300] [--samples 334] [--open-only]``
 
 Writes two synthetic LeRobot v3 datasets (AV1 GOP 2, LeRobot's default; H.264 GOP 30 with two
 B-frames) with :mod:`feedline.episodes.synth.writer`, then per codec:
@@ -10,7 +11,11 @@ B-frames) with :mod:`feedline.episodes.synth.writer`, then per codec:
 * decode: frames/s for random windows (1 frame, 1 s, 3 s) through ``VideoFrameReader`` (sidecar →
   mini-MP4 → PyAV, cold decoded-span cache) against the baseline, PyAV seeking in the full file
   (``container.seek(t0, backward=True)`` then decoding to t1, what LeRobot's pyav backend does);
-* build: sidecar build time over the dataset's videos, per GB of video and per video.
+* build: sidecar build time over the dataset's videos, per GB of video and per video;
+* open: opening a cached sidecar of ``--videos`` videos × ``--samples`` samples (tables made up,
+  written by ``write_sidecar``) with its directory-digest check, without it, and with the full
+  content-id check that archives without a digest get; CPU time of the process, since an open
+  is CPU-bound and wall time on shared cores is mostly other jobs. ``--open-only``: just this.
 
 Medians over ``--repeats`` runs; ratios are ours / baseline.
 """
@@ -23,6 +28,7 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import av
@@ -30,10 +36,12 @@ import numpy as np
 
 from feedline.episodes.format import load_meta
 from feedline.episodes.synth.writer import write_synthetic_dataset
+from feedline.episodes.video import sidecar as sidecar_module
 from feedline.episodes.video.frames import VideoFrameReader
 from feedline.episodes.video.minimp4 import samples_between
-from feedline.episodes.video.sidecar import current_objects, write_sidecar
-from feedline.io import open_store
+from feedline.episodes.video.mp4.table import SampleTable, TrackInfo
+from feedline.episodes.video.sidecar import Sidecar, current_objects, write_sidecar
+from feedline.io import ObjectInfo, Store, open_store
 
 os.environ.setdefault("SVT_LOG", "1")
 
@@ -155,13 +163,87 @@ def bench_codec(name: str, root: Path, repeats: int, seed: int) -> list[str]:
     return rows
 
 
+def _median_cpu_s(run: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.process_time()
+        run()
+        times.append(time.process_time() - started)
+    return statistics.median(times)
+
+
+def bench_open(videos: int, samples: int, repeats: int) -> list[str]:
+    """Open time of a cached sidecar: with the directory digest, without, with the full check."""
+    info = TrackInfo("av01", 640, 480, 15360, 1000, bytes(range(160)), False, None, None, 512, 10**8)
+    rng = np.random.default_rng(0)
+
+    def made_up(store: Store, path: str, obj: ObjectInfo) -> SampleTable:
+        size = rng.integers(1_000, 60_000, samples)
+        dts = np.arange(samples) * 512
+        return SampleTable(
+            info, np.cumsum(size) + 48, size, dts, np.zeros(samples, np.int64), dts, dts / 15360,
+            np.arange(samples) % 2 == 0, np.ones(samples, bool),
+        )
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(tmp)
+        current = {
+            f"videos/cam_{i % 3}/chunk-000/file-{i:03d}.mp4": ObjectInfo(f"v{i}", 10**8, fingerprint=f"f{i}")
+            for i in range(videos)
+        }
+        path = Path(tmp) / "cached.npz"
+        write_sidecar(path, store, current, revision="main", parse=made_up).close()
+        recorded = Sidecar(path)
+        comment, members = recorded._npz.zip.comment, recorded._npz.zip.infolist()
+        recorded.close()
+        digest = _median_cpu_s(lambda: sidecar_module._directory_digest(members), repeats)
+        real = sidecar_module._directory_digest
+
+        def unchecked() -> None:  # the comparison always holds: an open without the check
+            sidecar_module._directory_digest = lambda members: comment
+            try:
+                Sidecar(path).close()
+            finally:
+                sidecar_module._directory_digest = real
+
+        opens: dict[str, list[float]] = {"with": [], "without": []}
+        for i in range(2 * repeats):  # interleaved ABBA, so drift hits both alike
+            which = "with" if i % 4 in (0, 3) else "without"
+            started = time.process_time()
+            Sidecar(path).close() if which == "with" else unchecked()
+            opens[which].append(time.process_time() - started)
+        with_check, without = (statistics.median(opens[k]) for k in ("with", "without"))
+        sidecar_module._DIGEST_TAG, tag = b"no-such-tag:", sidecar_module._DIGEST_TAG
+        try:  # as for an archive without a digest: every member against the content id
+            full = _median_cpu_s(lambda: Sidecar(path).close(), repeats)
+        finally:
+            sidecar_module._DIGEST_TAG = tag
+        mib = path.stat().st_size / 2**20
+    label = f"open a cached sidecar ({videos} videos, {videos * samples:,} samples, {mib:.1f} MiB)"
+    return [
+        f"| sidecar | {label}, no check | {without * 1000:.2f} ms | |",
+        f"| sidecar | {label}, directory digest (default) | {with_check * 1000:.2f} ms | "
+        f"{(with_check / without - 1) * 100:+.1f} %; the digest alone {digest * 1000:.3f} ms = "
+        f"{digest / without * 100:.1f} % of the open |",
+        f"| sidecar | {label}, full content-id check (no digest) | {full * 1000:.2f} ms | "
+        f"{full / without:.1f}x the open |",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=12)
     parser.add_argument("--frames", type=int, default=60)
     parser.add_argument("--size", default="320x240")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--videos", type=int, default=300)
+    parser.add_argument("--samples", type=int, default=334)
+    parser.add_argument("--open-only", action="store_true")
     args = parser.parse_args()
+    open_rows = bench_open(args.videos, args.samples, max(args.repeats, 41))
+    if args.open_only:
+        print("\n".join(open_rows))
+        return
     width, height = (int(v) for v in args.size.split("x"))
     os.environ.setdefault("FEEDLINE_HOME", tempfile.mkdtemp(prefix="feedline-bench-home-"))
     rows = [
@@ -181,7 +263,7 @@ def main() -> None:
             )
             print(f"wrote {name} dataset in {time.perf_counter() - started:.1f} s", flush=True)
             rows += bench_codec(name, root, args.repeats, seed=1)
-    print("\n".join(rows))
+    print("\n".join(rows + open_rows))
 
 
 if __name__ == "__main__":

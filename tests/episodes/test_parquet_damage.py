@@ -1,13 +1,17 @@
-"""Damaged Parquet (meta/episodes, tasks, data files): every read fails with one line naming the file."""
+"""Damaged Parquet (meta/episodes, tasks, data files): every read fails with one line naming the file,
+and a bit flipped in a page written with a CRC-32 is never read as data."""
 
 from __future__ import annotations
 
 import re
 import shutil
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from feedline.episodes.errors import EpisodeFormatError
+from feedline.episodes import EpisodeDataset, StreamingEpisodeDataset
+from feedline.episodes.errors import EpisodeFormatError, ParquetDamaged
 from feedline.episodes.format import load_meta
 from feedline.episodes.parquet import EpisodeRows, read_episodes_rows, read_footer
 from feedline.episodes.stream.payload import parquet_footers
@@ -121,3 +125,93 @@ def test_damaged_page_data_names_the_file(dataset_copy):
         read_episodes_rows(store, DATA_FILE, want)
     except EpisodeFormatError as exc:
         assert "\n" not in str(exc) and DATA_FILE in str(exc)
+
+
+# --- page checksums: the synthetic writer stores a CRC-32 per page, the readers verify it
+
+
+def _flip(data: bytes, pos: int) -> bytes:
+    return data[:pos] + bytes([data[pos] ^ 0x04]) + data[pos + 1 :]
+
+
+def _chunk(data: bytes, column: str) -> range:
+    """Byte positions of ``column``'s pages in row group 0 (episode 0), headers included."""
+    meta = pq.ParquetFile(pa.BufferReader(data)).metadata.row_group(0)
+    chunk = next(meta.column(i) for i in range(meta.num_columns) if meta.column(i).path_in_schema == column)
+    start = chunk.dictionary_page_offset or chunk.data_page_offset
+    return range(start, start + chunk.total_compressed_size)
+
+
+def _unverified(data: bytes) -> pa.Table | None:
+    """What pyarrow reads without verifying page checksums (None: it raises)."""
+    try:
+        return pq.ParquetFile(pa.BufferReader(data)).read_row_groups([0])
+    except (pa.ArrowException, OSError):
+        return None
+
+
+def _silent_flip(data: bytes, column: str = "timestamp") -> bytes:
+    """The first one-bit flip in ``column``'s pages that unverified pyarrow reads as other values."""
+    good = pq.ParquetFile(pa.BufferReader(data)).read_row_groups([0])
+    for pos in _chunk(data, column):
+        bad = _flip(data, pos)
+        read = _unverified(bad)
+        if read is not None and not read.equals(good):
+            return bad
+    raise AssertionError(f"no flip in {column} changes its values silently")
+
+
+def test_flipped_page_bits_never_give_wrong_rows(dataset_copy):
+    """Every byte of episode 0's row group flipped in turn: the rows read are the written ones or
+    one line naming the file, and every flip pyarrow alone reads as other values is caught."""
+    store = open_store(str(dataset_copy))
+    episode = load_meta(store).episodes[0]
+    target = dataset_copy / DATA_FILE
+    data = target.read_bytes()
+    want = [EpisodeRows(0, episode.dataset_from_index, episode.dataset_to_index)]
+    good, group = read_episodes_rows(store, DATA_FILE, want)[0], _unverified(data)
+    meta = pq.ParquetFile(pa.BufferReader(data)).metadata.row_group(0)
+    positions = [p for i in range(meta.num_columns) for p in _chunk(data, meta.column(i).path_in_schema)]
+    outcomes = {"same rows": 0, "CRC error": 0, "other error": 0}
+    silent = 0
+    for pos in positions:
+        bad = _flip(data, pos)
+        target.write_bytes(bad)
+        unverified = _unverified(bad)
+        silently_wrong = unverified is not None and not unverified.equals(group)
+        silent += silently_wrong
+        try:
+            rows = read_episodes_rows(store, DATA_FILE, want)[0]
+        except EpisodeFormatError as exc:
+            assert "\n" not in str(exc) and DATA_FILE in str(exc), exc
+            outcomes["CRC error" if isinstance(exc, ParquetDamaged) else "other error"] += 1
+            continue
+        assert rows.equals(good) and not silently_wrong, f"byte {pos}: wrong rows, no error"
+        outcomes["same rows"] += 1
+    print(f"{len(positions)} one-bit flips, {silent} read as other values by pyarrow alone: {outcomes}")
+    assert silent > 0 and outcomes["CRC error"] >= silent
+
+
+def test_flipped_page_bit_fails_both_readers_naming_the_file(dataset_copy):
+    """One flip that pyarrow alone reads as a wrong timestamp: the map-style reader fails at open,
+    the streaming reader when it reads the episode, each with one line naming the file."""
+    target = dataset_copy / DATA_FILE
+    target.write_bytes(_silent_flip(target.read_bytes()))
+    with pytest.raises(ParquetDamaged) as err:
+        EpisodeDataset(root=str(dataset_copy))
+    assert "CRC" in _one_line(err, DATA_FILE)
+    with pytest.raises(ParquetDamaged) as err:
+        list(StreamingEpisodeDataset(root=str(dataset_copy)))
+    _one_line(err, DATA_FILE)
+
+
+@pytest.mark.parametrize(
+    ("path", "column"), [(META_FILE, "dataset_from_index"), ("meta/tasks.parquet", "task_index")]
+)
+def test_flipped_page_bit_in_metadata_names_the_file(dataset_copy, path, column):
+    """A flip pyarrow alone reads as another value, in the episodes metadata or the tasks."""
+    target = dataset_copy / path
+    target.write_bytes(_silent_flip(target.read_bytes(), column))
+    with pytest.raises(ParquetDamaged) as err:
+        load_meta(open_store(str(dataset_copy)))
+    _one_line(err, path)

@@ -24,6 +24,7 @@ __all__ = [
     "FrameTimestampError",
     "IndexDamaged",
     "Mp4Error",
+    "ParquetDamaged",
     "PlanError",
     "ResumeMismatchError",
     "SidecarDamaged",
@@ -45,6 +46,11 @@ class EpisodeDatasetError(EpisodesError):
 
 class EpisodeFormatError(EpisodeDatasetError):
     """A dataset's metadata is missing, of another version, or inconsistent; names the file."""
+
+
+class ParquetDamaged(EpisodeFormatError):
+    """A Parquet page whose bytes fail the CRC-32 its writer stored: the file was damaged after it
+    was written (on disk, in transit), so its rows are never used; names the file."""
 
 
 class DeltaTimestampsError(EpisodeDatasetError):

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from feedline.episodes.errors import EpisodeFormatError
-from feedline.episodes.parquet import named_parquet_errors
+from feedline.episodes.parquet import VERIFY_PAGES, named_parquet_errors
 from feedline.io import NotFoundError, Store, StoreError
 
 CODEBASE_VERSION = "v3.0"  # what the synthetic writer records; readers accept any v3.x
@@ -253,7 +253,7 @@ class DatasetMeta:
         """The ``stats/<feature>/<stat>`` columns of one episode (read on demand; most users never do)."""
         for path in self.episodes_files:
             with self.store.open(path) as handle, named_parquet_errors(self.store.url(path)):
-                pf = pq.ParquetFile(handle)
+                pf = pq.ParquetFile(handle, **VERIFY_PAGES)
                 cols = [c for c in pf.schema_arrow.names if c.startswith(STATS_PREFIX)]
                 table = pf.read(columns=["episode_index", *cols])
             hits = np.flatnonzero(table.column("episode_index").to_numpy() == episode_index)
@@ -344,7 +344,10 @@ def read_info(store: Store) -> dict[str, Any]:
 def _read_parquet(store: Store, path: str, columns: Sequence[str] | None = None) -> pa.Table:
     try:
         with store.open(path) as handle, named_parquet_errors(store.url(path)):
-            return pq.read_table(handle, columns=list(columns) if columns is not None else None)
+            # Not pq.read_table: with a page failing its CRC, pyarrow 26's dataset reader hangs
+            # (use_threads=False) or aborts the process at exit; ParquetFile.read raises cleanly.
+            pf = pq.ParquetFile(handle, **VERIFY_PAGES)
+            return pf.read(columns=list(columns) if columns is not None else None)
     except NotFoundError:
         raise EpisodeFormatError(f"{store.url(path)}: not found") from None
 

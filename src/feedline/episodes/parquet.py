@@ -4,6 +4,10 @@ LeRobot writes one row group per episode, so the footer's ``index`` / ``episode_
 statistics let a reader fetch just that episode's bytes from a remote file. A row group without
 statistics stays a candidate (correctness first); the rows read are then filtered to exactly the
 episode and checked to be its full, contiguous ``index`` range.
+
+Pages are read with pyarrow's page checksum verification: a file written with page CRCs
+(``write_page_checksum=True``) never yields rows from a page damaged after writing. Files
+without them (LeRobot's writer does not ask for them) are read unchecked.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from feedline.episodes.errors import EpisodeFormatError, EpisodesError
+from feedline.episodes.errors import EpisodeFormatError, EpisodesError, ParquetDamaged
 from feedline.io import NotFoundError, Store, StoreError
 
 #: What pyarrow (and its thrift / base64 / decompression layers) raise on a damaged Parquet file:
@@ -39,6 +43,13 @@ _PARQUET_FAULTS = (
 )
 
 
+#: Verify the CRC-32 of every page read that carries one (pyarrow >= 13; costs a CRC per page).
+VERIFY_PAGES = {"page_checksum_verification": True}
+#: How pyarrow says a page failed its CRC ("could not verify page integrity, CRC checksum
+#: verification failed for page_ordinal 0").
+_PAGE_CRC_FAILED = "CRC checksum verification failed"
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text[:300] + ("…" if len(text) > 300 else "") or type(exc).__name__
@@ -47,7 +58,8 @@ def _one_line(exc: BaseException) -> str:
 @contextmanager
 def named_parquet_errors(where: str) -> Iterator[None]:
     """Turn any failure of pyarrow reading a damaged Parquet file into one
-    :class:`EpisodeFormatError` line naming ``where`` (the file's URL).
+    :class:`EpisodeFormatError` line naming ``where`` (the file's URL); a page failing its CRC
+    is a :class:`ParquetDamaged`.
 
     The store's own errors (``StoreError``: not found, access denied, transient) and feedline's
     errors pass through unchanged.
@@ -57,6 +69,11 @@ def named_parquet_errors(where: str) -> Iterator[None]:
     except (EpisodesError, StoreError):
         raise
     except _PARQUET_FAULTS as exc:
+        if _PAGE_CRC_FAILED in str(exc):
+            raise ParquetDamaged(
+                f"{where}: damaged Parquet: a page fails its CRC-32 checksum ({_one_line(exc)}); "
+                "the file changed after it was written: fetch it again"
+            ) from None
         raise EpisodeFormatError(
             f"{where}: unreadable Parquet ({type(exc).__name__}: {_one_line(exc)})"
         ) from None
@@ -174,7 +191,7 @@ def read_episodes_rows(
     """
     where = store.url(data_path)
     with _open(store, data_path) as handle, named_parquet_errors(where):
-        pf = pq.ParquetFile(_unbuffered(handle), metadata=metadata, pre_buffer=True)
+        pf = pq.ParquetFile(_unbuffered(handle), metadata=metadata, pre_buffer=True, **VERIFY_PAGES)
         names = pf.schema_arrow.names
         for required in ("index", "episode_index"):
             if required not in names:

@@ -1,10 +1,12 @@
 """Damaged local caches (the sidecar archive, the derived index): detected on load, rebuilt with
 one warning naming the damaged file, and the tables read afterwards are exact. A damaged
-published sidecar is ignored with a warning and the index is built locally."""
+published sidecar is ignored with a warning and the index is built locally. An archive edited
+consistently (every zip CRC recomputed) is damage too: the frames read after it are exact."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import logging
 import shutil
@@ -15,10 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from feedline.episodes import EpisodeDataset, StreamingEpisodeDataset
+from feedline.episodes.synth.writer import SyntheticDataset, decode_identity
 from feedline.episodes.video.index import IndexProvider, video_dir
 from feedline.episodes.video.mp4.table import INT_COLUMNS
 from feedline.episodes.video.sidecar import (
     PUBLISHED_PATH,
+    SIDECAR_NAME,
     Sidecar,
     cache_path,
     current_objects,
@@ -97,7 +102,40 @@ def no_content_id(archive: Path) -> None:
             zf.writestr(name, data)
 
 
-@pytest.mark.parametrize("damage", [zero_bytes, truncated, bad_crc, no_content_id])
+def _rewrite(archive: Path, edit: Callable[[str, bytes], bytes], *, keep_comment: bool) -> None:
+    """Rewrite every member through zipfile, which recomputes each CRC-32: an edit no CRC check
+    sees. ``meta.json`` (and the content id in it) is kept as it was."""
+    with zipfile.ZipFile(archive) as zf:
+        members = [(info, edit(info.filename, zf.read(info))) for info in zf.infolist()]
+        comment = zf.comment
+    with zipfile.ZipFile(archive, "w") as zf:
+        for info, data in members:
+            zf.writestr(info, data)
+        if keep_comment:
+            zf.comment = comment
+
+
+def _roll_pts(name: str, data: bytes) -> bytes:
+    if not name.endswith("/pts.npy"):
+        return data
+    out = io.BytesIO()
+    np.lib.format.write_array(out, np.roll(np.load(io.BytesIO(data)), 1))
+    return out.getvalue()
+
+
+def pts_rolled(archive: Path) -> None:
+    """Every video's pts rolled by one sample, CRCs recomputed, the directory digest kept."""
+    _rewrite(archive, _roll_pts, keep_comment=True)
+
+
+def pts_rolled_no_digest(archive: Path) -> None:
+    """The same edit by a tool that drops the zip comment: checked in full against the content id."""
+    _rewrite(archive, _roll_pts, keep_comment=False)
+
+
+@pytest.mark.parametrize(
+    "damage", [zero_bytes, truncated, bad_crc, no_content_id, pts_rolled, pts_rolled_no_digest]
+)
 def test_damaged_sidecar_cache_is_rebuilt_with_one_warning(
     root: Path, damage: Callable[[Path], None], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -107,6 +145,52 @@ def test_damaged_sidecar_cache_is_rebuilt_with_one_warning(
     damage(target)
     _repaired_with_one_warning(root, good, target, caplog)
     Sidecar(target).verify()  # rebuilt: a complete archive matching its content id
+
+
+def test_cache_without_a_directory_digest_is_checked_in_full_and_used(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Archives written before the digest existed are still used: intact ones with no warning."""
+    good = _tables(root)
+    target = cache_path(open_store(str(root)), REVISION)
+    shutil.rmtree(target.parents[3] / "streaming-indexes")
+    _rewrite(target, lambda name, data: data, keep_comment=False)
+    before = target.read_bytes()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        _same(good, _tables(root))
+    assert _warnings(caplog) == [] and target.read_bytes() == before
+
+
+CAM0 = "observation.images.cam_0"
+
+
+@pytest.mark.parametrize("reader", ["map-style", "streaming"])
+def test_consistently_edited_cache_gives_exact_frames(
+    reader: str, av1_dataset: SyntheticDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every frame of a dataset read after its cached archive's pts were rolled (CRCs recomputed)
+    is the frame its row names, and the cache is rebuilt with one warning naming it."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("FEEDLINE_HOME", str(home))
+    root = str(av1_dataset.root)
+    EpisodeDataset(root=root)[0]  # builds the cache
+    (archive,) = home.rglob(SIDECAR_NAME)
+    pts_rolled(archive)
+    shutil.rmtree(home / "streaming-indexes")  # the frames' index is derived from the archive again
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        if reader == "map-style":
+            ds = EpisodeDataset(root=root)
+            items = [ds[i] for i in range(len(ds))]
+        else:
+            items = list(StreamingEpisodeDataset(root=root))
+        seen = [(decode_identity(it[CAM0]), int(it["episode_index"]), int(it["frame_index"])) for it in items]
+    assert len(seen) == av1_dataset.total_frames
+    assert [identity for identity, _, _ in seen] == [(0, episode, frame) for _, episode, frame in seen]
+    messages = [m for m in _warnings(caplog) if "sidecar" in m]  # not the num_workers=0 advice
+    assert len(messages) == 1 and str(archive) in messages[0] and "damaged" in messages[0], messages
 
 
 def _folder(root: Path, path: str) -> Path:
@@ -176,7 +260,9 @@ def width_not_an_integer(archive: Path) -> None:
             zf.writestr(name, data)
 
 
-@pytest.mark.parametrize("damage", [zero_bytes, truncated, bad_crc, no_content_id, width_not_an_integer])
+@pytest.mark.parametrize(
+    "damage", [zero_bytes, truncated, bad_crc, no_content_id, width_not_an_integer, pts_rolled]
+)
 def test_damaged_published_sidecar_is_ignored_and_built_locally(
     root: Path, damage: Callable[[Path], None], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -5,7 +5,9 @@ with the same encoder settings, file layout and quirks as LeRobot's own writer: 
 (AV1 GOP 2 by default, or H.264 with B-frames), one temporary MP4 per episode that either starts a
 new file (moov at the end) or is stream-copy concatenated onto the current one (faststart), file
 rollover by size, one data Parquet row group per episode, ``meta/episodes`` with per-camera
-``from/to_timestamp`` measured from the encoded durations, tasks and stats columns.
+``from/to_timestamp`` measured from the encoded durations, tasks and stats columns. One departure:
+every Parquet page carries a CRC-32 (LeRobot's writer stores none), so tests cover the reader's
+page checks.
 
 Pixels carry ``(camera, episode, frame)`` as big black/white cells with a checksum, so
 :func:`decode_identity` reads any decoded frame back despite lossy compression.
@@ -55,6 +57,8 @@ from feedline.episodes.synth.video import (
 
 STAT_NAMES = ("min", "max", "mean", "std", "count", "q01", "q10", "q50", "q90", "q99")
 DEFAULT_TASKS = ("pick up the red cube", "place the cube in the bin", "open the drawer")
+#: Every Parquet file written stores a CRC-32 per page, which the reader verifies.
+PAGE_CRCS = {"write_page_checksum": True}
 
 # --------------------------------------------------------------------------------------------
 # The writer
@@ -370,7 +374,7 @@ def _write(
 
         # Data parquet: one row group per episode, rollover like dataset_writer.py:476-479.
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink)
+        pq.write_table(table, sink, **PAGE_CRCS)
         ep_data_bytes = sink.getvalue().size
         if data_file is None or (data_file.size + ep_data_bytes) / 2**20 >= data_mb:
             if data_writer is not None:
@@ -383,7 +387,7 @@ def _write(
             path = DEFAULT_DATA_PATH.format(chunk_index=chunk, file_index=file)
             (stage / path).parent.mkdir(parents=True, exist_ok=True)
             data_file = _OpenFile(chunk, file, 0, path)
-            data_writer = pq.ParquetWriter(stage / path, table.schema)
+            data_writer = pq.ParquetWriter(stage / path, table.schema, **PAGE_CRCS)
             result.data_files.append(path)
         assert data_writer is not None
         data_writer.write_table(table)
@@ -464,6 +468,7 @@ def _write(
     pq.write_table(
         pa.table({"task_index": pa.array(range(len(task_order)), pa.int64()), "task": task_order}),
         stage / TASKS_PATH,
+        **PAGE_CRCS,
     )
     _write_stats_json(stage, all_tables, all_frames)
     info = {
@@ -501,7 +506,7 @@ def _write_episodes_meta(
             r["meta/episodes/chunk_index"], r["meta/episodes/file_index"] = [chunk], [file]
             tables.append(pa.table(r))
         table = pa.concat_tables(tables)
-        pq.write_table(table, stage / path, row_group_size=10)
+        pq.write_table(table, stage / path, row_group_size=10, **PAGE_CRCS)
         result.episodes_files.append(path)
         chunk, file = _next_file(chunk, file, chunks_size)
 
