@@ -110,3 +110,18 @@ def test_a_store_failing_for_longer_than_outage_s_fails_fast_afterwards() -> Non
     call_with_retries(fn, policy=policy, store="http://h:3")
     fn, calls = flaky([TransientError("refused")] * 3)
     assert call_with_retries(fn, policy=policy, store="http://h:3") == "ok" and calls[0] == 4
+
+
+def test_a_success_on_the_store_wakes_the_calls_pausing_on_it() -> None:
+    """The first retry that gets through ends the others' pauses: no backoff after recovery."""
+    import threading
+
+    policy = RetryPolicy(base_s=5.0, max_s=5.0, outage_s=30)  # every pause 2.5-5 s
+    fn, _calls = flaky([TransientError("refused")])
+    waiter = threading.Thread(target=call_with_retries, args=(fn,), kwargs={"policy": policy, "store": "http://h:4"})
+    waiter.start()
+    time.sleep(0.2)  # the waiter failed once and is pausing
+    began = time.monotonic()
+    assert call_with_retries(lambda: "ok", policy=policy, store="http://h:4") == "ok"
+    waiter.join(timeout=10)
+    assert not waiter.is_alive() and time.monotonic() - began < 1.0

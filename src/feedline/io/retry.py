@@ -103,11 +103,20 @@ class _Outages:
 
     A run ends with the store's next success, or when nothing failed on it for ``outage_s``
     (nobody was trying: a failure after that is a new outage, not the tail of the old one).
+    The success also wakes every call pausing on the store (:meth:`pause`): the first retry to
+    get through tells the rest, so an epoch resumes when the store does, not a backoff later.
     """
 
     def __init__(self) -> None:
         self._runs: dict[str, tuple[float, float]] = {}
+        self._wake: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
+
+    def pause(self, store: str, seconds: float) -> None:
+        """Sleep ``seconds``, or until a call on ``store`` succeeds."""
+        with self._lock:
+            wake = self._wake.setdefault(store, threading.Event())
+        wake.wait(seconds)
 
     def failed(self, store: str, exc: BaseException, outage_s: float) -> float:
         """Record a failure; returns the seconds the store has been failing (warns on the first)."""
@@ -129,6 +138,9 @@ class _Outages:
             return
         with self._lock:
             run = self._runs.pop(store, None)
+            wake = self._wake.pop(store, None)
+        if wake is not None:
+            wake.set()
         if run is not None:
             log.warning("store %s answers again after %.1f s", store, time.monotonic() - run[0])
 
@@ -176,7 +188,10 @@ def call_with_retries(
                 rng = rng or random.Random()
                 pause = min(policy.delay(attempt, rng), left)
                 log.debug("%s failed (%s); retry %d in %.2f s", what, exc, attempt + 1, pause)
-                time.sleep(pause)
+                if store:
+                    OUTAGES.pause(store, pause)
+                else:
+                    time.sleep(pause)
             else:
                 if store:
                     OUTAGES.succeeded(store)
