@@ -16,7 +16,7 @@ Two clocks bound the waiting:
   retries) add attempts, not further minutes.
 
 While a store is failing, one warning says so (per process; each DataLoader worker is one) and
-one line says when it answered again.
+one line says when it answered again; that first success also wakes the calls pausing on it.
 """
 
 from __future__ import annotations
@@ -61,7 +61,10 @@ class RetryPolicy:
     def _attempts_for_outage(self) -> int:
         waited, attempts = 0.0, 1
         while waited < self.outage_s:
-            waited += self._cap(attempts - 1) / 2
+            step = self._cap(attempts - 1) / 2
+            if step <= 0:
+                return 1 << 30  # no pauses at all: only the deadline bounds the attempts
+            waited += step
             attempts += 1
         return attempts
 
