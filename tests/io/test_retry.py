@@ -125,3 +125,18 @@ def test_a_success_on_the_store_wakes_the_calls_pausing_on_it() -> None:
     assert call_with_retries(lambda: "ok", policy=policy, store="http://h:4") == "ok"
     waiter.join(timeout=10)
     assert not waiter.is_alive() and time.monotonic() - began < 1.0
+
+
+def test_feedline_outage_s_sets_the_io_default(monkeypatch) -> None:
+    from feedline.io import IoError, open_store
+    from feedline.io.retry import DEFAULT_RETRY, default_retry
+
+    assert default_retry() is DEFAULT_RETRY and DEFAULT_RETRY.outage_s == 60
+    monkeypatch.setenv("FEEDLINE_OUTAGE_S", "7.5")
+    assert default_retry().outage_s == 7.5
+    assert open_store("http://127.0.0.1:9/x").client.retry.outage_s == 7.5
+    assert open_store("memory://x").retry.outage_s == 7.5
+    for bad in ("soon", "0", "-3"):
+        monkeypatch.setenv("FEEDLINE_OUTAGE_S", bad)
+        with pytest.raises(IoError, match=f"FEEDLINE_OUTAGE_S='{bad}': expected a number of seconds > 0"):
+            default_retry()

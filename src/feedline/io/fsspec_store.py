@@ -20,7 +20,7 @@ from feedline.io.errors import (
     TransientError,
     is_transport_error,
 )
-from feedline.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
+from feedline.io.retry import RetryPolicy, call_with_retries, default_retry
 from feedline.io.store import ObjectInfo, Store, _check_range
 
 T = TypeVar("T")
@@ -98,14 +98,14 @@ class FsspecStore(Store):
         *,
         protocol: str,
         max_connections: int = 16,
-        retry: RetryPolicy = DEFAULT_RETRY,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.fs = fs
         self.root = root.rstrip("/")
         self.protocol = protocol
         self.root_url = f"{protocol}://{self.root}"
         self.max_connections = max_connections
-        self.retry = retry
+        self.retry = retry or default_retry()  # None: the io default ($FEEDLINE_OUTAGE_S or 60 s)
         #: The outage clock's key and the name in its warnings: the bucket (or filesystem root).
         self.store_name = f"{protocol}://{self.root.lstrip('/').split('/')[0]}"
         if protocol == "s3":

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import random
 import threading
 import time
@@ -30,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from feedline.io.errors import StoreUnavailableError, TransientError
+from feedline.io.errors import IoError, StoreUnavailableError, TransientError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -83,6 +84,24 @@ class RetryPolicy:
 
 
 DEFAULT_RETRY = RetryPolicy()
+
+#: The environment variable that sets the io default ``outage_s`` for every store a process
+#: opens (downloads, curate readers, ``feedline stat``/``cat``) that is not given one.
+OUTAGE_ENV = "FEEDLINE_OUTAGE_S"
+
+
+def default_retry() -> RetryPolicy:
+    """The io default policy: :data:`DEFAULT_RETRY`, with ``$FEEDLINE_OUTAGE_S`` if it is set."""
+    text = os.environ.get(OUTAGE_ENV, "").strip()
+    if not text:
+        return DEFAULT_RETRY
+    try:
+        outage_s = float(text)
+    except ValueError:
+        outage_s = -1.0
+    if not outage_s > 0:
+        raise IoError(f"{OUTAGE_ENV}={text!r}: expected a number of seconds > 0")
+    return DEFAULT_RETRY.with_outage(outage_s)
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("feedline_io_deadline", default=None)
 

@@ -33,7 +33,7 @@ from feedline.io.errors import (
 from feedline.io.http.connections import ConnectionPool
 from feedline.io.http.headers import parse_content_range, strong_etag, unsatisfied_range_total
 from feedline.io.redact import redact_text, redact_url
-from feedline.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries, deadline, remaining
+from feedline.io.retry import RetryPolicy, call_with_retries, deadline, default_retry, remaining
 from feedline.validate import check_int
 
 DEFAULT_MAX_CONNECTIONS = 16
@@ -126,7 +126,7 @@ class HttpRangeClient:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         subranges: int = 1,
         timeout_s: float = 30.0,
-        retry: RetryPolicy = DEFAULT_RETRY,
+        retry: RetryPolicy | None = None,
         headers: dict[str, str] | None = None,
         min_subrange_bytes: int = 1 << 20,
         min_bytes_per_s: float = DEFAULT_MIN_BYTES_PER_S,
@@ -136,7 +136,7 @@ class HttpRangeClient:
         check_int("min_subrange_bytes", min_subrange_bytes, minimum=1, error=IoError)
         self.max_connections = max_connections
         self.subranges = subranges
-        self.retry = retry
+        self.retry = retry or default_retry()  # None: the io default ($FEEDLINE_OUTAGE_S or 60 s)
         self.min_subrange_bytes = min_subrange_bytes
         self.timeout_s = timeout_s
         if not min_bytes_per_s >= 0:
