@@ -26,6 +26,12 @@ On ``large`` the streaming reader also runs at several ``decoded_cache_gb`` limi
 of each round's ratios (rounds run back to back, so a load swing hits both sides of a ratio).
 Run: ``.venv/bin/python bench/streaming.py [--lerobot-python PATH] [--repeats 3]`` (``--quick``
 for a smoke run).
+
+``--outage S`` measures only the streaming reader riding out a server outage instead: per
+dataset, one clean epoch, then one with nginx really stopped (its port refusing connections)
+for ``S`` seconds starting a third of a clean epoch in, then started again on the same port;
+the figure is the outage epoch's samples/s against the clean one's, in the same run.
+``--episodes-x K`` writes K times each dataset's episodes, for a longer epoch.
 """
 
 from __future__ import annotations
@@ -255,6 +261,25 @@ def run_streaming(url: str, args: argparse.Namespace, epochs: int = 2,
             "decoded_limit_mib": ds.decoded_cache_gb * 2**30 / args.workers / 2**20}
 
 
+def run_outage(server: Any, url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """A clean epoch, then one through an outage of ``args.outage`` seconds (see the docstring)."""
+    clean = run_streaming(url, args, epochs=1)
+    stop_at = clean["seconds"] / 3
+
+    def outage() -> None:
+        time.sleep(stop_at)
+        server.stop()
+        time.sleep(args.outage)
+        server.start()
+
+    thread = threading.Thread(target=outage, daemon=True)
+    thread.start()
+    hit = run_streaming(url, args, epochs=1)
+    thread.join()
+    return {"clean": clean, "outage": hit, "ratio": hit["rate"] / clean["rate"],
+            "stopped_at_s": stop_at}
+
+
 LEROBOT_SCRIPT = """
 import json, sys, time, numpy as np, torch
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
@@ -295,10 +320,11 @@ def run_lerobot(local: str, args: argparse.Namespace) -> dict[str, Any] | None:
 # ---- datasets ----------------------------------------------------------------------------------
 
 
-def write_dataset(name: str, root: Path, quick: bool) -> tuple[Path, str]:
+def write_dataset(name: str, root: Path, quick: bool, scale: int = 1) -> tuple[Path, str]:
     from feedline.episodes.synth.writer import write_synthetic_dataset
 
     width, height, episodes, frames, motion, noise = DATASETS[name]
+    episodes *= scale
     if quick:
         episodes, frames = max(4, episodes // 10), frames // 3
     common = dict(cameras=CAMERAS, fps=FPS, width=width, height=height, motion=motion,
@@ -337,6 +363,10 @@ def main() -> int:
     parser.add_argument("--decoded-cache-gb", default="2,0.25,0.06,0",
                         help="streaming limits measured on the large dataset")
     parser.add_argument("--quick", action="store_true", help="small datasets, a smoke run")
+    parser.add_argument("--outage", type=float, default=None, metavar="S",
+                        help="only the outage figure: nginx stopped for S s mid-epoch")
+    parser.add_argument("--episodes-x", type=int, default=1, metavar="K",
+                        help="K times each dataset's episodes (a longer epoch, e.g. for --outage)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="rounds of every reader, interleaved; medians (and the median of "
                              "each round's ratios) are reported, which a noisy machine needs")
@@ -350,10 +380,20 @@ def main() -> int:
         os.environ["FEEDLINE_HOME"] = str(work / "home")  # cold, private sidecar cache
         with run_nginx(work / "nginx") as server:
             for name in args.datasets.split(","):
-                local, shape = write_dataset(name, server.root, args.quick)
+                local, shape = write_dataset(name, server.root, args.quick, args.episodes_x)
                 url = f"{server.url}/{name}"
                 print(f"{name}: {shape}", flush=True)
                 run_streaming(url, args, epochs=1)  # warm-up: builds the sidecar, warms caches
+                if args.outage is not None:
+                    out = run_outage(server, url, args)
+                    clean, hit = out["clean"], out["outage"]
+                    rows.append(
+                        f"| {name}: {shape} | {clean['rate']:.0f} ({clean['seconds']:.1f} s) | "
+                        f"{hit['rate']:.0f} ({hit['seconds']:.1f} s) | x{out['ratio']:.2f} |"
+                    )
+                    print(f"  outage {args.outage:g} s at {out['stopped_at_s']:.1f} s: "
+                          f"{json.dumps(out, default=str)}", flush=True)
+                    continue
                 rounds: dict[str, list[Any]] = {}
                 runs = {"sequential": (run_sequential, str(local)),
                         "sequential-1t": (lambda where, a: run_sequential(where, a, 1), str(local)),
@@ -393,6 +433,13 @@ def main() -> int:
                               f"{m['peak_decoded_bytes'] / 2**20:.0f} MiB per worker, peak PSS "
                               f"{run['pss_mib']:.0f} MiB per worker", flush=True)
     print()
+    if args.outage is not None:
+        print(f"| dataset | streaming, clean epoch | streaming, nginx down {args.outage:g} s "
+              "| outage / clean |")
+        print("|---|---|---|---|")
+        for row in rows:
+            print(row)
+        return 0
     print("| dataset | sequential scan | scan, 1 codec thread | streaming (vs scan) | map-style "
           "| LeRobot 0.6.1 map-style "
           "| streaming vs LeRobot | first batch | p95 batch wait (2 epochs) | decoded/delivered "

@@ -50,9 +50,24 @@ class NginxServer:
     noetag_url: str
     access_log: Path
     proc: subprocess.Popen
+    command: list[str] = field(default_factory=list)
 
     def log_lines(self) -> list[str]:
         return self.access_log.read_text().splitlines() if self.access_log.exists() else []
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def stop(self) -> None:
+        """A real outage: nginx exits (fast shutdown), so its port refuses connections."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=10)
+
+    def start(self) -> None:
+        """The same nginx again, on the same port, after :meth:`stop`."""
+        self.proc = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_for_port(self.port, proc=self.proc)
 
 
 def _nginx_conf(work: Path, root: Path, port: int) -> str:
@@ -94,11 +109,8 @@ def run_nginx(work: Path) -> Iterator[NginxServer]:
         port = free_port()
         conf = work / "nginx.conf"
         conf.write_text(_nginx_conf(work, root, port))
-        proc = subprocess.Popen(
-            [binary, "-c", str(conf), "-p", str(work), "-e", str(work / "error.log")],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        command = [binary, "-c", str(conf), "-p", str(work), "-e", str(work / "error.log")]
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             wait_for_port(port, proc=proc)
         except RuntimeError as exc:
@@ -108,10 +120,13 @@ def run_nginx(work: Path) -> Iterator[NginxServer]:
             proc.wait()
             continue
         base = f"http://127.0.0.1:{port}"
+        server = NginxServer(root, base, f"{base}/norange", f"{base}/noetag", work / "access.log", proc, command)
         try:
-            yield NginxServer(root, base, f"{base}/norange", f"{base}/noetag", work / "access.log", proc)
+            yield server
         finally:
-            proc.send_signal(signal.SIGQUIT)
+            proc = server.proc  # the one running now, after any stop() / start()
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGQUIT)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -179,6 +194,7 @@ class Fault:
     after_bytes: int = 0
     seconds: float = 0.0
     bytes_per_s: float = 0.0
+    body: bytes | None = None
 
 
 @dataclass
@@ -201,12 +217,14 @@ class FaultProxy:
         after_bytes: int = 0,
         seconds: float = 0.0,
         bytes_per_s: float = 4.0,
+        body: bytes | None = None,
     ) -> None:
-        """``trickle`` sends the real headers, then the body at ``bytes_per_s`` (a GET only)."""
+        """``trickle`` sends the real headers, then the body at ``bytes_per_s`` (a GET only);
+        ``status`` answers ``code`` with ``body`` (e.g. S3's SlowDown XML), else a short text."""
         if kind not in ("status", "drop", "stall", "trickle"):
             raise ValueError(f"unknown fault kind {kind!r}")
         with self.lock:
-            self.faults.append(Fault(kind, count, code, after_bytes, seconds, bytes_per_s))
+            self.faults.append(Fault(kind, count, code, after_bytes, seconds, bytes_per_s, body))
 
     def clear(self) -> None:
         with self.lock:
@@ -239,7 +257,7 @@ def _proxy_handler(proxy_ref: list[FaultProxy]) -> type[BaseHTTPRequestHandler]:
             if fault is not None and fault.kind == "stall":
                 time.sleep(fault.seconds)
             if fault is not None and fault.kind == "status":
-                body = f"injected {fault.code}\n".encode()
+                body = fault.body if fault.body is not None else f"injected {fault.code}\n".encode()
                 self.send_response(fault.code)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

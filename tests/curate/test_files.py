@@ -58,9 +58,10 @@ def test_remote_reads_over_http_and_s3(nginx_server, s3_server, monkeypatch) -> 
         lines_of(url + ".nope")
 
 
-def test_a_server_that_keeps_failing_is_retryable(fault_proxy, nginx_server) -> None:
+def test_a_server_that_keeps_failing_is_retryable(fault_proxy, nginx_server, monkeypatch) -> None:
     (nginx_server.root / "flaky.jsonl").write_bytes(RAW)
-    fault_proxy.add_fault("status", code=503, count=50)  # more than the client's own retries
+    monkeypatch.setenv("FEEDLINE_OUTAGE_S", "1.5")  # the client rides out 60 s by default
+    fault_proxy.add_fault("status", code=503, count=10_000)
     with pytest.raises(RetryableFailure, match="503"):
         lines_of(f"{fault_proxy.url}/flaky.jsonl")
     fault_proxy.clear()

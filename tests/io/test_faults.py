@@ -7,7 +7,12 @@ import time
 
 import pytest
 
-from feedline.io import AccessDeniedError, NotFoundError, TransientError, open_store
+from feedline.io import (
+    AccessDeniedError,
+    NotFoundError,
+    StoreUnavailableError,
+    open_store,
+)
 from feedline.io.http.client import HttpRangeClient, status_error
 
 PAYLOAD = os.urandom(2_000_000)
@@ -94,11 +99,27 @@ def test_trickling_server_fails_in_bounded_time(fault_proxy, served: str) -> Non
     """A server sending 4 bytes/s never trips a per-read timeout; the pace check does."""
     fault_proxy.add_fault("trickle", bytes_per_s=4, count=100)
     store = open_store(fault_proxy.url, timeout_s=0.5, min_bytes_per_s=1000)
+    store.set_outage_s(3)
     began = time.monotonic()
-    with pytest.raises(TransientError, match="too slow"):
+    with pytest.raises(StoreUnavailableError, match="too slow") as caught:
         store.read_range(served, 0, 4096)
-    assert time.monotonic() - began < 20
+    assert time.monotonic() - began < 3 + 1
+    assert fault_proxy.url in str(caught.value) and "\n" not in str(caught.value)
     assert len([r for r in fault_proxy.requests if r[0] == "GET"]) > 1  # retried first
+
+
+def test_retries_of_a_trickling_range_share_one_deadline(fault_proxy, served: str) -> None:
+    """Each attempt gets ``timeout_s`` of grace, but no attempt outlives the read's deadline:
+    two attempts of 1.5 s grace end at the 2 s deadline, not after 3 s (nor 6 x 1.5 s). The
+    second ends on the pace check or on a socket read whose timeout the deadline shortened."""
+    fault_proxy.add_fault("trickle", bytes_per_s=4, count=100)
+    store = open_store(fault_proxy.url, timeout_s=1.5, min_bytes_per_s=1000)
+    store.set_outage_s(2)
+    began = time.monotonic()
+    with pytest.raises(StoreUnavailableError, match="too slow|timed out"):
+        store.read_range(served, 0, 4096)
+    assert 1.5 <= time.monotonic() - began < 2 + 0.5
+    assert len([r for r in fault_proxy.requests if r[0] == "GET"]) == 2
 
 
 @pytest.mark.timeout(60)

@@ -1,4 +1,4 @@
-"""call_with_retries: only TransientError is retried, with capped full-jitter backoff.
+"""call_with_retries: only TransientError is retried, with capped jittered backoff, within outage_s.
 
 The flaky functions here are plain callables: retry.py knows nothing of networks, and the
 server-side faults (503, drops, stalls) are exercised through the fault proxy in
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 
 import pytest
 
-from feedline.io import NotFoundError, TransientError
+from feedline.io import NotFoundError, StoreUnavailableError, TransientError
 from feedline.io.retry import RetryPolicy, call_with_retries
 
 
@@ -28,14 +29,14 @@ def flaky(failures: list[Exception], result: str = "ok"):
     return fn, calls
 
 
-def test_delays_are_full_jitter_under_a_doubling_cap() -> None:
+def test_delays_are_jittered_in_the_upper_half_under_a_doubling_cap() -> None:
     policy = RetryPolicy(attempts=8, base_s=0.1, max_s=1.0)
     rng = random.Random(0)
     for attempt in range(8):
         cap = min(1.0, 0.1 * 2**attempt)
         delays = [policy.delay(attempt, rng) for _ in range(300)]
-        assert all(0 <= d <= cap for d in delays)
-        assert max(delays) > 0.8 * cap, "spread over the whole window, not a fixed pause"
+        assert all(cap / 2 <= d <= cap for d in delays)
+        assert max(delays) > 0.9 * cap and min(delays) < 0.6 * cap, "spread, not a fixed pause"
 
 
 def test_transient_failures_are_retried_until_success(caplog) -> None:
@@ -43,7 +44,8 @@ def test_transient_failures_are_retried_until_success(caplog) -> None:
     fn, calls = flaky([TransientError("reset"), TransientError("503")])
     assert call_with_retries(fn, policy=RetryPolicy(attempts=3, base_s=0.001, max_s=0.002), what="GET x") == "ok"
     assert calls[0] == 3
-    assert [r.args[2] for r in caplog.records] == [1, 2] and all("GET x" in r.getMessage() for r in caplog.records)
+    debug = [r for r in caplog.records if r.levelno == logging.DEBUG]
+    assert [r.args[2] for r in debug] == [1, 2] and all("GET x" in r.getMessage() for r in debug)
 
 
 def test_the_last_transient_failure_is_raised_after_all_attempts() -> None:
@@ -60,3 +62,81 @@ def test_anything_else_is_raised_at_once(error, caplog) -> None:
     with pytest.raises(type(error)):
         call_with_retries(fn, policy=RetryPolicy(attempts=5, base_s=10, max_s=10))  # would sleep if retried
     assert calls[0] == 1 and not caplog.records
+
+
+def test_transient_failures_are_retried_for_outage_s_not_a_count() -> None:
+    fn, calls = flaky([TransientError("http://h:1/x: ConnectionRefusedError: refused")] * 1000)
+    policy = RetryPolicy(base_s=0.01, max_s=0.05, outage_s=0.6)
+    began = time.monotonic()
+    with pytest.raises(StoreUnavailableError, match=r"store s3://b unavailable: ConnectionRefused.*outage_s=0.6"):
+        call_with_retries(fn, policy=policy, store="s3://b")
+    assert 0.6 <= time.monotonic() - began < 0.6 + 0.2
+    assert calls[0] > 6, "more attempts than the old fixed six"
+
+
+def test_default_attempts_cover_outage_s_with_the_shortest_pauses() -> None:
+    for outage in (2.0, 60.0):
+        policy = RetryPolicy(outage_s=outage)
+        shortest = sum(policy._cap(k) / 2 for k in range(policy.attempts - 1))
+        assert shortest >= outage  # a loop counting attempts (a download's) waits it out too
+    assert RetryPolicy(attempts=3).attempts == 3
+
+
+def test_one_warning_per_outage_and_one_note_when_it_answers(caplog) -> None:
+    caplog.set_level(logging.INFO, logger="feedline.io.retry")
+    policy = RetryPolicy(base_s=0.001, max_s=0.002, outage_s=5)
+    for _ in range(3):  # three calls failing through the same outage, in turn
+        fn, _calls = flaky([TransientError("http://h:2/x: ConnectionRefusedError: refused")] * 4)
+        assert call_with_retries(fn, policy=policy, store="http://h:2") == "ok"
+        fn, _calls = flaky([TransientError("http://h:2/x: HTTP 503")] * 2)
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert messages[0] == "store http://h:2 unreachable (ConnectionRefusedError: refused); retrying for up to 5 s"
+    assert messages[1].startswith("store http://h:2 answers again after ")
+    assert len(messages) == 6  # each call here saw one outage: one warning and one note each
+
+
+def test_a_store_failing_for_longer_than_outage_s_fails_fast_afterwards() -> None:
+    """Layers that retry around a call (a download's loop) add attempts, not more minutes."""
+    policy = RetryPolicy(base_s=0.01, max_s=0.05, outage_s=1.0)
+    down = [TransientError("refused")] * 1000
+    fn, _calls = flaky(down)
+    with pytest.raises(StoreUnavailableError):
+        call_with_retries(fn, policy=policy, store="http://h:3")
+    fn, calls = flaky(down)
+    with pytest.raises(StoreUnavailableError):
+        call_with_retries(fn, policy=policy, store="http://h:3")
+    assert calls[0] == 1
+    fn, calls = flaky([])  # the store answers: its clock stops, the next outage gets its time
+    call_with_retries(fn, policy=policy, store="http://h:3")
+    fn, calls = flaky([TransientError("refused")] * 3)
+    assert call_with_retries(fn, policy=policy, store="http://h:3") == "ok" and calls[0] == 4
+
+
+def test_a_success_on_the_store_wakes_the_calls_pausing_on_it() -> None:
+    """The first retry that gets through ends the others' pauses: no backoff after recovery."""
+    import threading
+
+    policy = RetryPolicy(base_s=5.0, max_s=5.0, outage_s=30)  # every pause 2.5-5 s
+    fn, _calls = flaky([TransientError("refused")])
+    waiter = threading.Thread(target=call_with_retries, args=(fn,), kwargs={"policy": policy, "store": "http://h:4"})
+    waiter.start()
+    time.sleep(0.2)  # the waiter failed once and is pausing
+    began = time.monotonic()
+    assert call_with_retries(lambda: "ok", policy=policy, store="http://h:4") == "ok"
+    waiter.join(timeout=10)
+    assert not waiter.is_alive() and time.monotonic() - began < 1.0
+
+
+def test_feedline_outage_s_sets_the_io_default(monkeypatch) -> None:
+    from feedline.io import IoError, open_store
+    from feedline.io.retry import DEFAULT_RETRY, default_retry
+
+    assert default_retry() is DEFAULT_RETRY and DEFAULT_RETRY.outage_s == 60
+    monkeypatch.setenv("FEEDLINE_OUTAGE_S", "7.5")
+    assert default_retry().outage_s == 7.5
+    assert open_store("http://127.0.0.1:9/x").client.retry.outage_s == 7.5
+    assert open_store("memory://x").retry.outage_s == 7.5
+    for bad in ("soon", "0", "-3"):
+        monkeypatch.setenv("FEEDLINE_OUTAGE_S", bad)
+        with pytest.raises(IoError, match=f"FEEDLINE_OUTAGE_S='{bad}': expected a number of seconds > 0"):
+            default_retry()

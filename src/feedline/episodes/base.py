@@ -133,7 +133,7 @@ class EpisodeDatasetBase:
             raise EpisodeDatasetError("image_transforms must be callable or None")
 
         self._pid = os.getpid()
-        self._store: Store | None = open_store(self.root_url, **self.storage_options)
+        self._store: Store | None = self._open_store()
         self._frame_reader: Any = None
         self.meta: DatasetMeta = _load_meta(self._store, self.root_url)
         if self.meta.image_keys:
@@ -184,11 +184,21 @@ class EpisodeDatasetBase:
 
     # ------------------------------------------------------- process-local state ---
 
+    #: How long the store may fail before reads give up (``None``: the io default, 60 s); the
+    #: streaming reader sets it from its ``outage_s``.
+    store_outage_s: float | None = None
+
+    def _open_store(self) -> Store:
+        store = open_store(self.root_url, **self.storage_options)
+        if self.store_outage_s is not None:
+            store.set_outage_s(self.store_outage_s)
+        return store
+
     @property
     def store(self) -> Store:
         """This process's store (reopened in a DataLoader worker: connections are not shared)."""
         if self._store is None or self._pid != os.getpid():
-            self._store = open_store(self.root_url, **self.storage_options)
+            self._store = self._open_store()
             self._frame_reader = None
             self._pid = os.getpid()
             self.meta.store = self._store

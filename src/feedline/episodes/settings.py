@@ -163,6 +163,7 @@ class StreamingSettings:
         max_num_shards: episodes fetched in parallel per worker.
         seed: the order seed; ``None`` is :data:`NONE_SEED` (stored resolved).
         allow_order_change: resume under other order settings at an epoch boundary.
+        outage_s: how long the store may fail (refused, reset, 5xx, 429) before the epoch stops.
     """
 
     episode_pool_size: int = _row(
@@ -210,6 +211,11 @@ class StreamingSettings:
     allow_order_change: bool = _row(
         False, kind=bool, unit="flag", flag=_POOL_FLAG + "allow_order_change", target="train",
         help="resume under other order settings at the nearest epoch boundary")
+    outage_s: float = _row(
+        60.0, kind=float, minimum=0, above=True, unit="seconds", flag=_POOL_FLAG + "outage_s",
+        help="how long the store may be unreachable or failing (refused or reset connections, "
+             "timeouts, 5xx, 429, S3 SlowDown) while reads are retried with backoff; past it "
+             "the epoch stops with an error naming the store")
 
     def __post_init__(self) -> None:
         for row in self.rows():  # the one validation of every setting, in table order

@@ -20,6 +20,7 @@ _EXPORTS = {
     "CorpusFormatError": "feedline.io.errors",
     "stream_jsonl": "feedline.io.jsonl",
     "TransientError": "feedline.io.errors",
+    "StoreUnavailableError": "feedline.io.errors",
     "FsspecStore": "feedline.io.fsspec_store",
     "feedline_home": "feedline.io.home",
     "HttpRangeClient": "feedline.io.http.client",
@@ -59,6 +60,7 @@ __all__ = [
     "RetryPolicy",
     "Store",
     "StoreError",
+    "StoreUnavailableError",
     "TransientError",
     "atomic_file",
     "atomic_write",
@@ -81,6 +83,7 @@ if TYPE_CHECKING:
         NotFoundError,
         RangeError,
         StoreError,
+        StoreUnavailableError,
         TransientError,
     )
     from feedline.io.fsspec_store import FsspecStore

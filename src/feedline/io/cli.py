@@ -11,6 +11,7 @@ import orjson
 
 from feedline.io.errors import StoreError
 from feedline.io.open import open_object
+from feedline.io.store import Store
 
 CHUNK = 8 << 20
 
@@ -41,8 +42,15 @@ def _http_options(args: argparse.Namespace) -> dict[str, float]:
     return options
 
 
-def cmd_stat(args: argparse.Namespace) -> int:
+def _open(args: argparse.Namespace) -> tuple[Store, str]:
     store, name = open_object(args.url, **_http_options(args))
+    if args.outage_s is not None:
+        store.set_outage_s(args.outage_s)
+    return store, name
+
+
+def cmd_stat(args: argparse.Namespace) -> int:
+    store, name = _open(args)
     info = store.stat(name)
     out = asdict(info)
     out["url"] = store.url(name)
@@ -51,7 +59,7 @@ def cmd_stat(args: argparse.Namespace) -> int:
 
 
 def cmd_cat(args: argparse.Namespace) -> int:
-    store, name = open_object(args.url, **_http_options(args))
+    store, name = _open(args)
     size = store.stat(name).size
     start, end = (0, None) if args.range is None else parse_inclusive_range(args.range)
     end = size if end is None else end
@@ -82,4 +90,9 @@ def _add_http_options(p: argparse.ArgumentParser) -> None:
         "--min-bytes-per-s",
         type=float,
         help="HTTP: slowest average a transfer may keep after its first --timeout-s (default 4096)",
+    )
+    p.add_argument(
+        "--outage-s",
+        type=float,
+        help="how long a failing store (refused, reset, 5xx, 429, too slow) is retried (default 60)",
     )

@@ -54,6 +54,15 @@ class TransientError(StoreError):
     """A failure that a retry may fix: connection reset, timeout, 429 or 5xx."""
 
 
+class StoreUnavailableError(TransientError):
+    """A store kept failing transiently for longer than the retry policy's ``outage_s``.
+
+    Still a :class:`TransientError` (a later run, or a caller that judges offline, may do better),
+    but retrying it at once is pointless: calls on a store whose outage is over ``outage_s`` old
+    give up on their first failure (see :mod:`feedline.io.retry`).
+    """
+
+
 class LockTimeout(IoError):
     """Another process held a lock for longer than the caller would wait."""
 

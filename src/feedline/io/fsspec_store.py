@@ -20,7 +20,7 @@ from feedline.io.errors import (
     TransientError,
     is_transport_error,
 )
-from feedline.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
+from feedline.io.retry import RetryPolicy, call_with_retries, default_retry
 from feedline.io.store import ObjectInfo, Store, _check_range
 
 T = TypeVar("T")
@@ -35,6 +35,48 @@ OPEN_BLOCK_SIZE = 256 << 10
 #: Read-ahead block of a streaming read (:meth:`FsspecStore.open_from`): one GET per 8 MiB, not
 #: one per 256 KiB buffer of the caller.
 STREAM_BLOCK_SIZE = 8 << 20
+
+
+#: What an S3-style error text says when the service, not the request, failed: 5xx, throttling
+#: (429, SlowDown, the throttling codes of S3-compatible stores), a request timeout.
+_TRANSIENT_WORDS = (
+    "500", "502", "503", "504", "429", "SlowDown", "reduce your request rate", "Throttl",
+    "TooManyRequests", "RequestLimitExceeded", "ServiceUnavailable", "InternalError",
+    "RequestTimeout",
+)
+
+
+def _service_failed(exc: BaseException) -> bool:
+    """An S3 answer of 5xx or 429, or a throttling code, behind s3fs' translated error.
+
+    s3fs turns botocore's ``ClientError`` into an ``OSError`` whose text is the service's message
+    alone ("We encountered an internal error.", "Please reduce your request rate."), keeping the
+    answer as ``__cause__``: its status and code are what to go by.
+    """
+    cause = exc.__cause__
+    response = getattr(cause, "response", None)
+    if not isinstance(response, dict):
+        return False
+    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    code = str((response.get("Error") or {}).get("Code") or "")
+    return (isinstance(status, int) and (status == 429 or status >= 500)) or any(
+        word in code for word in _TRANSIENT_WORDS
+    )
+
+
+def _one_retry_loop(fs: Any) -> None:
+    """Leave retrying to feedline's policy, so its ``outage_s`` bounds the time in all.
+
+    s3fs retries some errors itself (5 tries, 0.1-0.8 s apart: timeouts, SlowDown) and botocore
+    retries again under each (legacy mode: 5 attempts, up to 8 s apart); both multiply with
+    feedline's attempts. Both are set to a single try here, before the client is made (a user's
+    ``config_kwargs["retries"]`` is kept).
+    """
+    if hasattr(fs, "retries"):
+        fs.retries = 1
+    config = getattr(fs, "config_kwargs", None)
+    if isinstance(config, dict) and getattr(fs, "_s3", None) is None:
+        config.setdefault("retries", {"max_attempts": 0})
 
 
 def _mtime(info: dict[str, Any]) -> float | None:
@@ -56,14 +98,21 @@ class FsspecStore(Store):
         *,
         protocol: str,
         max_connections: int = 16,
-        retry: RetryPolicy = DEFAULT_RETRY,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.fs = fs
         self.root = root.rstrip("/")
         self.protocol = protocol
         self.root_url = f"{protocol}://{self.root}"
         self.max_connections = max_connections
-        self.retry = retry
+        self.retry = retry or default_retry()  # None: the io default ($FEEDLINE_OUTAGE_S or 60 s)
+        #: The outage clock's key and the name in its warnings: the bucket (or filesystem root).
+        self.store_name = f"{protocol}://{self.root.lstrip('/').split('/')[0]}"
+        if protocol == "s3":
+            _one_retry_loop(fs)
+
+    def set_outage_s(self, outage_s: float) -> None:
+        self.retry = self.retry.with_outage(outage_s)
 
     def full_path(self, path: str) -> str:
         clean = self.clean_path(path)
@@ -95,7 +144,7 @@ class FsspecStore(Store):
                     raise TransientError(f"{what}: {type(exc).__name__}") from None
                 if "InvalidRange" in text or "416" in text or "not satisfiable" in text:
                     raise RangeError(f"{what}: requested range not satisfiable") from None
-                if any(code in text for code in ("500", "502", "503", "504", "SlowDown")):
+                if _service_failed(exc) or any(word in text for word in _TRANSIENT_WORDS):
                     raise TransientError(f"{what}: {text[:160]}") from None
                 raise StoreError(f"{what}: {text[:200]}") from None
             except Exception as exc:
@@ -107,7 +156,7 @@ class FsspecStore(Store):
                     raise TransientError(f"{what}: {name}") from None
                 raise StoreError(f"{what}: {name}: {str(exc)[:200]}") from None
 
-        return call_with_retries(once, policy=self.retry, what=what)
+        return call_with_retries(once, policy=self.retry, what=what, store=self.store_name)
 
     def _info(self, rel: str, info: dict[str, Any]) -> ObjectInfo:
         etag = info.get("ETag") or info.get("etag")

@@ -147,6 +147,11 @@ class Store(ABC):
         """Release pooled connections; the store must not be used afterwards."""
         return None
 
+    def set_outage_s(self, outage_s: float) -> None:
+        """Ride out failures of this store for up to ``outage_s`` seconds (default 60; see
+        :mod:`feedline.io.retry`). Local folders do not fail transiently: nothing to set."""
+        return None
+
     def __enter__(self) -> Store:
         return self
 

@@ -1,8 +1,8 @@
-"""The one retry policy for whole tasks: io's exponential backoff with full jitter, slower steps.
+"""The one retry policy for whole tasks: io's exponential backoff with jitter, slower steps.
 
 A task (tag one file, mix one stream) that failed with a transient error is worth another try,
 but not at once: many workers that failed together on one server must not come back together.
-So task retries use :class:`feedline.io.retry.RetryPolicy`'s full jitter, on a scale of seconds
+So task retries use :class:`feedline.io.retry.RetryPolicy`'s jitter, on a scale of seconds
 instead of the per-request tens of milliseconds.
 """
 

@@ -162,6 +162,10 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         allow_order_change: resume from a checkpoint taken with other order settings (world
             size, batch size, workers, seed, pool) at the nearest epoch boundary, with a
             warning, instead of refusing it. Default ``False``.
+        outage_s: seconds the store may fail transiently (a restart, a failover, throttling)
+            while every read is retried with capped, jittered backoff: the epoch resumes with the
+            same samples when it answers again, after one warning per process; past it the
+            epoch stops with one line naming the store. Default 60.
         **source_options: the arguments of :class:`~feedline.episodes.dataset.EpisodeDataset`
             (``root``, ``repo_type``, ``revision``, ``episodes``, ``delta_timestamps``,
             ``tolerance_s``, ``return_uint8``, ``storage_options``, ``sidecar_lock_timeout_s``),
@@ -189,6 +193,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         rank: int | None = None,
         world_size: int | None = None,
         allow_order_change: bool = DEFAULTS.allow_order_change,
+        outage_s: float = DEFAULTS.outage_s,
         **source_options: Any,
     ) -> None:
         self.settings = StreamingSettings(  # settings first: no I/O yet
@@ -198,6 +203,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             decoded_cache_gb=decoded_cache_gb,
             decoder_cache_size=source_options.get("decoder_cache_size"),
             max_num_shards=max_num_shards, seed=seed, allow_order_change=allow_order_change,
+            outage_s=outage_s,
         )
         if rank is None and world_size is None:
             rank, world_size = resolve_rank_and_world()
@@ -228,6 +234,10 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self._board = WorkerBoard()
 
     # ---- settings --------------------------------------------------------------------------
+    @property
+    def store_outage_s(self) -> float:  # type: ignore[override]
+        """The store rides out failures for ``outage_s`` (see the base's :meth:`_open_store`)."""
+        return self.settings.outage_s
 
     def __getattr__(self, name: str) -> Any:
         """Each setting reads as an attribute (``ds.byte_budget_gb``), from :attr:`settings`."""

@@ -33,7 +33,7 @@ from feedline.io.errors import (
 from feedline.io.http.connections import ConnectionPool
 from feedline.io.http.headers import parse_content_range, strong_etag, unsatisfied_range_total
 from feedline.io.redact import redact_text, redact_url
-from feedline.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
+from feedline.io.retry import RetryPolicy, call_with_retries, deadline, default_retry, remaining
 from feedline.validate import check_int
 
 DEFAULT_MAX_CONNECTIONS = 16
@@ -45,18 +45,31 @@ DEFAULT_MIN_BYTES_PER_S = 4096.0
 class Pace:
     """A minimum throughput for one request: after a grace of ``grace_s`` seconds, the bytes
     received must keep up with ``min_bytes_per_s`` on average, or :meth:`check` raises a
-    :class:`TransientError` (retried like a dropped connection)."""
+    :class:`TransientError` (retried like a dropped connection, on a fresh one).
 
-    __slots__ = ("what", "grace_s", "min_bytes_per_s", "began")
+    ``deadline`` (a ``time.monotonic()``, the retrying call's) also ends a request that keeps
+    the pace but cannot finish in time: retries of one read share that deadline.
+    """
 
-    def __init__(self, what: str, grace_s: float, min_bytes_per_s: float) -> None:
+    __slots__ = ("what", "grace_s", "min_bytes_per_s", "began", "deadline")
+
+    def __init__(
+        self, what: str, grace_s: float, min_bytes_per_s: float, deadline: float | None = None
+    ) -> None:
         self.what = what
         self.grace_s = grace_s
         self.min_bytes_per_s = min_bytes_per_s
         self.began = time.monotonic()
+        self.deadline = deadline
 
     def check(self, received: int) -> None:
-        elapsed = time.monotonic() - self.began
+        now = time.monotonic()
+        elapsed = now - self.began
+        if self.deadline is not None and now > self.deadline:
+            raise TransientError(
+                f"{self.what}: too slow: {received} bytes in {elapsed:.1f} s, and the read's "
+                "retries are out of time"
+            )
         if elapsed > self.grace_s and received < (elapsed - self.grace_s) * self.min_bytes_per_s:
             raise TransientError(
                 f"{self.what}: too slow: {received} bytes in {elapsed:.1f} s "
@@ -113,7 +126,7 @@ class HttpRangeClient:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         subranges: int = 1,
         timeout_s: float = 30.0,
-        retry: RetryPolicy = DEFAULT_RETRY,
+        retry: RetryPolicy | None = None,
         headers: dict[str, str] | None = None,
         min_subrange_bytes: int = 1 << 20,
         min_bytes_per_s: float = DEFAULT_MIN_BYTES_PER_S,
@@ -123,7 +136,7 @@ class HttpRangeClient:
         check_int("min_subrange_bytes", min_subrange_bytes, minimum=1, error=IoError)
         self.max_connections = max_connections
         self.subranges = subranges
-        self.retry = retry
+        self.retry = retry or default_retry()  # None: the io default ($FEEDLINE_OUTAGE_S or 60 s)
         self.min_subrange_bytes = min_subrange_bytes
         self.timeout_s = timeout_s
         if not min_bytes_per_s >= 0:
@@ -143,8 +156,16 @@ class HttpRangeClient:
         self._executor_lock = threading.Lock()
 
     def pace(self, url: str) -> Pace:
-        """The minimum-throughput watch for one request to ``url``."""
-        return Pace(redact_url(url), self.timeout_s, self.min_bytes_per_s)
+        """The minimum-throughput watch for one request to ``url`` (within the current call's
+        deadline, if any)."""
+        return Pace(redact_url(url), self.timeout_s, self.min_bytes_per_s, deadline())
+
+    @staticmethod
+    def store_name(url: str) -> str:
+        """What the outage warnings name, and the key of the outage clock: scheme, host and port
+        (connections and outages are per server), without credentials."""
+        parts = urlsplit(url)
+        return redact_url(f"{parts.scheme}://{parts.netloc}")
 
     # -- raw requests -------------------------------------------------------------------------
     def request(
@@ -156,6 +177,7 @@ class HttpRangeClient:
         preload_content: bool = True,
     ) -> urllib3.BaseHTTPResponse:
         """One request without retries or status checks; connection failures become TransientError."""
+        read_s = remaining(self.timeout_s)  # within the retrying call's deadline
         try:
             return self._pool.request(
                 method,
@@ -163,6 +185,7 @@ class HttpRangeClient:
                 headers={**_credentials(urlsplit(url)), **self._headers, **(headers or {})},
                 preload_content=preload_content,
                 redirect=True,
+                timeout=urllib3.Timeout(connect=min(read_s, 10.0), read=read_s),
             )
         except Urllib3HTTPError as exc:
             raise TransientError(f"{redact_url(url)}: {type(exc).__name__}: {_short(exc)}") from None
@@ -186,7 +209,9 @@ class HttpRangeClient:
                 accept_ranges=resp.headers.get("Accept-Ranges", "").lower() == "bytes",
             )
 
-        return call_with_retries(once, policy=self.retry, what=f"HEAD {redact_url(url)}")
+        return call_with_retries(
+            once, policy=self.retry, what=f"HEAD {redact_url(url)}", store=self.store_name(url)
+        )
 
     def _head_by_get(self, url: str) -> HttpHead:
         resp = self.request("GET", url, headers={"Range": "bytes=0-0"}, preload_content=False)
@@ -223,9 +248,16 @@ class HttpRangeClient:
         filled = [0]  # advanced as bytes arrive, so a retry continues where the link broke
 
         def once() -> None:
-            self._get_range_into(url, start, end, view, filled, redirects=5)
+            try:
+                self._get_range_into(url, start, end, view, filled, redirects=5)
+            except _StaleConnection:
+                # A kept-alive connection the server had closed (idle timeout, restart): not a
+                # failure of the server, so at once and on a fresh one, outside the backoff.
+                self._get_range_into(url, start, end, view, filled, redirects=5)
 
-        call_with_retries(once, policy=self.retry, what=f"GET {redact_url(url)}")
+        call_with_retries(
+            once, policy=self.retry, what=f"GET {redact_url(url)}", store=self.store_name(url)
+        )
         return bytes(out)
 
     def _get_range_into(
@@ -239,13 +271,17 @@ class HttpRangeClient:
             target += "?" + parts.query
         headers = {**_credentials(parts), **self._headers, "Range": f"bytes={offset}-{end - 1}"}
         conn = self._conns.acquire(key)
+        reused = conn.sock is not None  # a fresh connection connects in request()
         reuse = False
         try:
             try:
+                _set_timeout(conn, remaining(self.timeout_s))
                 conn.request("GET", target, headers=headers)
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as exc:
-                raise TransientError(f"{redact_url(url)}: {type(exc).__name__}: {_short(exc)}") from None
+                self._conns.drop_idle(key)
+                error = _StaleConnection if reused else TransientError
+                raise error(f"{redact_url(url)}: {type(exc).__name__}: {_short(exc)}") from None
             status = resp.status
             if status in (301, 302, 303, 307, 308) and resp.getheader("Location") and redirects > 0:
                 resp.read()
@@ -347,6 +383,11 @@ class HttpRangeClient:
         self._conns.clear()
 
 
+class _StaleConnection(TransientError):
+    """A reused keep-alive connection failed before any answer: it may have been closed while
+    idle, so the request is sent again once on a fresh connection before it counts as failed."""
+
+
 def _credentials(parts: SplitResult) -> dict[str, str]:
     """Basic ``Authorization`` for a URL with ``user:password@``: urllib3 drops userinfo, and
     http.client never reads it, so each request path adds it here."""
@@ -354,6 +395,13 @@ def _credentials(parts: SplitResult) -> dict[str, str]:
         return {}
     token = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
     return {"Authorization": "Basic " + base64.b64encode(token).decode()}
+
+
+def _set_timeout(conn: http.client.HTTPConnection, timeout_s: float) -> None:
+    """Each socket read waits at most ``timeout_s``: ``timeout_s``, or less near the deadline."""
+    conn.timeout = timeout_s
+    if conn.sock is not None:
+        conn.sock.settimeout(timeout_s)
 
 
 def _split(start: int, end: int, parts: int) -> list[tuple[int, int]]:

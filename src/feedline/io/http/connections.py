@@ -61,6 +61,14 @@ class ConnectionPool:
         finally:
             self._slots.release()
 
+    def drop_idle(self, key: HostKey) -> None:
+        """Close the idle connections to ``key``: after one failed, the server (or the path to
+        it) went away, and the others are dead too."""
+        with self._lock:
+            idle = self._idle.pop(key, [])
+        for conn in idle:
+            conn.close()
+
     def clear(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, {}

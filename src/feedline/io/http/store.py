@@ -12,10 +12,11 @@ import io
 from typing import IO, Any
 
 from feedline.io.body import Body, ObjectValidator
-from feedline.io.errors import StoreError
+from feedline.io.errors import StoreError, TransientError
 from feedline.io.http.client import HttpRangeClient, status_error
 from feedline.io.http.headers import http_date_to_epoch, parse_content_range
 from feedline.io.redact import redact_url
+from feedline.io.retry import OUTAGES
 from feedline.io.store import ObjectInfo, RangedFile, Store, _check_range
 
 
@@ -95,6 +96,9 @@ class HttpStore(Store):
     def close(self) -> None:
         self.client.close()
 
+    def set_outage_s(self, outage_s: float) -> None:
+        self.client.retry = self.client.retry.with_outage(outage_s)
+
     def validator(self, path: str) -> ObjectValidator:
         head = self.client.head(self._full(path))
         return ObjectValidator(head.size, head.etag, head.last_modified)
@@ -108,7 +112,18 @@ class HttpStore(Store):
             guard = validator.strong_etag or validator.last_modified
             if guard:
                 headers = {"Range": f"bytes={offset}-", "If-Range": guard}
-        resp = self.client.request("GET", full, headers=headers, preload_content=False)
+        # One request: the caller (a download) retries, with this store's policy's delays. The
+        # outage clock still hears of it, for the one warning and the note when it answers.
+        store = self.client.store_name(full)
+        try:
+            resp = self.client.request("GET", full, headers=headers, preload_content=False)
+            if resp.status == 429 or resp.status >= 500:
+                _drop(resp)
+                raise status_error(full, resp.status, resp.reason or "")
+        except TransientError as exc:
+            OUTAGES.failed(store, exc, self.client.retry.outage_s)
+            raise
+        OUTAGES.succeeded(store)
         try:
             return self._body(path, resp, offset if headers else 0, validator)
         except BaseException:
