@@ -75,7 +75,7 @@ class EpisodePool(Stateful):
         strategy: a key of :data:`~feedline.episodes.schedule.strategies.POOL_STRATEGIES`.
             Default ``"remaining"``.
         pool_size: most episodes resident at once (this worker's share of the rank's
-            ``episode_pool_size``). Default 32.
+            ``episode_pool_size``). Default 256.
         seed: order seed; ``None`` is :data:`~feedline.episodes.settings.NONE_SEED`. Default 1000.
         epoch: the epoch; with ``seed``, ``rank`` and ``worker`` it keys the random numbers.
             Default 0.
