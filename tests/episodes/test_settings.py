@@ -98,7 +98,7 @@ def test_defaults_units_and_order_settings() -> None:
     assert DEFAULTS.byte_budget_bytes == 8 * 2**30 == gib_bytes(8)
     assert DEFAULTS.decoded_cache_bytes == 4 * 2**30
     assert StreamingSettings(byte_budget_gb=0.5).byte_budget_bytes == 2**29
-    assert DEFAULTS.pool_settings == {"pool_size": 32, "byte_budget": 8 * 2**30}
+    assert DEFAULTS.pool_settings == {"pool_size": 256, "byte_budget": 8 * 2**30}
     resume = ResumeSettings.for_reader(
         StreamingSettings(sampling_strategy="round_robin", seed=None), world_size=2,
         batch_size=4, num_workers=0, drop_last=False, sampler_identity="x",

@@ -167,14 +167,16 @@ class StreamingSettings:
     """
 
     episode_pool_size: int = _row(
-        32, kind=int, minimum=1, unit="episodes per rank, /N per worker",
+        256, kind=int, minimum=1, unit="episodes per rank, /N per worker",
         flag=_POOL_FLAG + "episode_pool_size", help="most whole episodes a worker mixes",
         order_key="pool_size")
     sampling_strategy: str = _row(
-        "remaining", kind=str, unit="name", flag=_POOL_FLAG + "sampling_strategy",
-        help="`remaining`: draw weighted by remaining frames; `round_robin`: each round shuffle "
-             "the resident episodes and take one shuffled frame of each (episodes admitted "
-             "mid-round join the next)",
+        "spread", kind=str, unit="name", flag=_POOL_FLAG + "sampling_strategy",
+        help="`spread`: each resident episode plays forward from a random frame, its frames "
+             "evenly spaced over one shared stay (batches mix as many episodes as a global "
+             "shuffle; each frame decoded once); `remaining`: draw weighted by remaining frames; "
+             "`round_robin`: each round shuffle the resident episodes and take one shuffled "
+             "frame of each (episodes admitted mid-round join the next)",
         order_key="strategy", check=_strategy)
     prefetch_episodes: int = _row(
         8, kind=int, minimum=0, unit="episodes per worker", flag=_POOL_FLAG + "prefetch_episodes",

@@ -228,7 +228,7 @@ def test_for_worker_splits_the_rank_budget() -> None:
                                         num_workers=4)
     assert cache.budget_bytes == 2 * 2**30 and cache.max_episodes == 8 + 8
     solo = EpisodeByteCache.for_worker(num_workers=0)
-    assert solo.budget_bytes == 8 * 2**30 and solo.max_episodes == 32 + 8
+    assert solo.budget_bytes == 8 * 2**30 and solo.max_episodes == 256 + 8
 
 
 @pytest.mark.parametrize(("make", "message"), [

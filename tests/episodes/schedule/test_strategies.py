@@ -17,7 +17,7 @@ from feedline.episodes.schedule.strategies import (
 
 
 def test_the_table_is_what_pools_and_datasets_accept() -> None:
-    assert STRATEGIES == tuple(POOL_STRATEGIES) == ("remaining", "round_robin")
+    assert STRATEGIES == tuple(POOL_STRATEGIES) == ("remaining", "round_robin", "spread")
     streams = [s.stream for s in POOL_STRATEGIES.values()]
     assert len(set(streams)) == len(streams)  # no two strategies share random numbers
     assert get_strategy("round_robin") is POOL_STRATEGIES["round_robin"]
@@ -28,13 +28,14 @@ def test_unknown_names_list_the_tables_keys(name: object) -> None:
     with pytest.raises(StreamingError) as info:
         get_strategy(name, setting="sampling_strategy")  # type: ignore[arg-type]
     assert str(info.value) == (
-        f"unknown sampling_strategy {name!r}; choose one of ['remaining', 'round_robin']"
+        f"unknown sampling_strategy {name!r}; choose one of ['remaining', 'round_robin', 'spread']"
     )
 
 
 @pytest.mark.parametrize(("strategy", "anchors"), [
     ("remaining", [(0, 0), (1, 1), (1, 0), (0, 2), (2, 3), (2, 0), (2, 2), (0, 1), (2, 1)]),
     ("round_robin", [(1, 1), (0, 1), (1, 0), (0, 0), (0, 2), (2, 2), (2, 1), (2, 3), (2, 0)]),
+    ("spread", [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (2, 0), (2, 1), (2, 2), (2, 3)]),
 ])
 def test_anchor_orders_are_pinned(strategy: str, anchors: list[tuple[int, int]]) -> None:
     """Checkpoints store offsets into these orders: a change here breaks every saved resume."""

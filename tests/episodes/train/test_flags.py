@@ -72,7 +72,7 @@ def test_help_lists_every_flag_with_the_readers_defaults() -> None:
     text = settings_help()
     for setting in SETTINGS:
         assert setting.flag in text
-    assert "--dataset.streaming_episode_pool_size" in text and "[default: 32]" in text
+    assert "--dataset.streaming_episode_pool_size" in text and "[default: 256]" in text
 
 
 def test_resume_errors_name_flags() -> None:

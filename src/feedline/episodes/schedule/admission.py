@@ -109,7 +109,7 @@ class EpisodeByteCache:
 
         Args:
             byte_budget_gb: the rank's budget in GiB (split 1/N). Default 8.
-            pool_size: the rank's episode pool size (split 1/N, at least 1). Default 32.
+            pool_size: the rank's episode pool size (split 1/N, at least 1). Default 256.
             prefetch_episodes: episodes fetched ahead, per worker. Default 8.
             num_workers: the DataLoader's workers (0: one in-process worker). Default 0.
         """

@@ -75,7 +75,7 @@ class EpisodePool(Stateful):
         strategy: a key of :data:`~feedline.episodes.schedule.strategies.POOL_STRATEGIES`.
             Default ``"remaining"``.
         pool_size: most episodes resident at once (this worker's share of the rank's
-            ``episode_pool_size``). Default 32.
+            ``episode_pool_size``). Default 256.
         seed: order seed; ``None`` is :data:`~feedline.episodes.settings.NONE_SEED`. Default 1000.
         epoch: the epoch; with ``seed``, ``rank`` and ``worker`` it keys the random numbers.
             Default 0.
@@ -129,6 +129,11 @@ class EpisodePool(Stateful):
                 self.byte_budget,
             )
         self.total_anchors = int(self.lengths.sum())
+        self._cohort_ends: np.ndarray | None = None  # per cohort, its end in admission order
+        if self._strategy.cohorts and self.episodes.size > pool_size:
+            n, cohorts = self.episodes.size, -(-self.episodes.size // pool_size)
+            sizes = n // cohorts + (np.arange(cohorts) < n % cohorts)  # larger cohorts first
+            self._cohort_ends = np.cumsum(sizes)
         self._blocks = self._block_bounds()
         self._identity: str | None = None
         self.reset()
@@ -167,7 +172,11 @@ class EpisodePool(Stateful):
         """Admission time of the episode at admission position ``pos`` (reserves its slot)."""
         nbytes = 0 if self.episode_bytes is None else int(self.episode_bytes[pos])
         budget = self.byte_budget
-        while self._resident >= self.pool_size or (
+        slots = self.pool_size
+        if self._cohort_ends is not None:  # the size of pos's cohort, never above the previous
+            cohort = int(np.searchsorted(self._cohort_ends, pos, side="right"))
+            slots = int(self._cohort_ends[cohort] - (self._cohort_ends[cohort - 1] if cohort else 0))
+        while self._resident >= slots or (
             budget is not None and self._resident_bytes + nbytes > budget
         ):
             end, _, freed = heapq.heappop(self._heap)

@@ -80,6 +80,27 @@ def _round_robin(block: Block, rng: np.random.Generator) -> Clocks:
     return Clocks(frames, delays, block.lengths.astype(np.float64))
 
 
+def _spread(block: Block, rng: np.random.Generator) -> Clocks:
+    """``spread``: each episode's frames in playback order from a random start, evenly spaced.
+
+    Why: a global shuffle spreads every episode's frames evenly over the epoch, so a batch mixes
+    as many episodes as it has samples and no episode dominates a stretch of it. Here every
+    episode stays resident for the same time (1) and rings its ``L`` frames at
+    ``(k + u_k) / L`` for ``k = 0 .. L-1`` (``u_k`` uniform in ``[0, 1)``): a frame-proportional
+    rate, stratified, so a window of ``w`` anchors holds about ``w * L / (resident frames)``
+    frames of the episode with a spread of at most one, and episodes admitted together leave
+    together rather than draining into a few long ones. The k-th ring plays frame
+    ``(r + k) mod L`` for a uniform start ``r``: a resident episode is decoded forward, each frame
+    once, and its decoded frames are released a window later, so holding hundreds of episodes
+    resident costs their compressed bytes, not their pixels; the random start keeps a batch's
+    samples at unrelated points of their episodes.
+    """
+    start = rng.integers(0, block.lengths)
+    frames = (block.pos + start[block.local]) % block.lengths[block.local]
+    delays = (block.pos + rng.random(block.pos.size)) / block.lengths[block.local]
+    return Clocks(frames, delays, np.ones(block.lengths.size, dtype=np.float64))
+
+
 @dataclass(frozen=True)
 class PoolStrategy:
     """One entry of the dispatch table.
@@ -89,16 +110,21 @@ class PoolStrategy:
             share random numbers. Fixed forever: changing it changes every anchor order and
             invalidates every checkpoint taken with the strategy.
         ring: draws one block's :class:`Clocks` from the block and a seeded generator.
+        cohorts: the strategy's episodes leave together, so the pool splits its episodes into
+            equal cohorts of at most ``pool_size`` (41 episodes in a pool of 40: 21 and 20)
+            instead of leaving the last few alone at the end of the epoch. Default ``False``.
     """
 
     stream: int
     ring: Callable[[Block, np.random.Generator], Clocks]
+    cohorts: bool = False
 
 
 #: Strategy name (the value of ``sampling_strategy`` / ``strategy``) -> its implementation.
 POOL_STRATEGIES: dict[str, PoolStrategy] = {
     "remaining": PoolStrategy(stream=1, ring=_remaining),
     "round_robin": PoolStrategy(stream=2, ring=_round_robin),
+    "spread": PoolStrategy(stream=3, ring=_spread, cohorts=True),
 }
 
 
