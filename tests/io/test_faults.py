@@ -119,7 +119,8 @@ def test_retries_of_a_trickling_range_share_one_deadline(fault_proxy, served: st
     with pytest.raises(StoreUnavailableError, match="too slow|timed out"):
         store.read_range(served, 0, 4096)
     assert 1.5 <= time.monotonic() - began < 2 + 0.5
-    assert len([r for r in fault_proxy.requests if r[0] == "GET"]) == 2
+    # a second attempt fits before the deadline unless the machine stalls the first one past it
+    assert 1 <= len([r for r in fault_proxy.requests if r[0] == "GET"]) <= 2
 
 
 @pytest.mark.timeout(60)

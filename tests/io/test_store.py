@@ -134,6 +134,10 @@ def test_stores_pickle_for_dataloader_workers(store: Store) -> None:
 def test_hub_store_is_constructed_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     """The Hub cannot be reached from the test machines: construction and the offline error only."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # huggingface_hub reads the variable once, at import: another test may have imported it already
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     store = open_store("hf://datasets/owner/name@main")
     assert store.root_url == "hf://datasets/owner/name@main"
     assert store.url("meta/info.json") == "hf://datasets/owner/name@main/meta/info.json"

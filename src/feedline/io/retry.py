@@ -206,7 +206,7 @@ def call_with_retries(
                 failing = OUTAGES.failed(store, exc, policy.outage_s) if store else now - began
                 left = min(end, outer if outer is not None else end) - now
                 if attempt + 1 >= policy.attempts or left <= 0 or failing >= policy.outage_s:
-                    raise _gave_up(name, exc, now - began, attempt + 1, policy) from None
+                    raise _gave_up(name, what, exc, now - began, attempt + 1, policy) from None
                 rng = rng or random.Random()
                 pause = min(policy.delay(attempt, rng), left)
                 log.debug("%s failed (%s); retry %d in %.2f s", what, exc, attempt + 1, pause)
@@ -224,11 +224,13 @@ def call_with_retries(
 
 
 def _gave_up(
-    name: str, exc: TransientError, elapsed: float, attempts: int, policy: RetryPolicy
+    name: str, what: str, exc: TransientError, elapsed: float, attempts: int, policy: RetryPolicy
 ) -> StoreUnavailableError:
+    """One line naming the object asked for (when it is not the store itself), the store and why."""
     if isinstance(exc, StoreUnavailableError):
         return exc  # an inner call already gave up and said why
+    prefix = f"{what}: " if what != name and what != "request" else ""
     return StoreUnavailableError(
-        f"store {name} unavailable: {_cause(name, exc)} "
+        f"{prefix}store {name} unavailable: {_cause(name, exc)} "
         f"(gave up after {attempts} attempts in {elapsed:.1f} s; outage_s={policy.outage_s:g})"
     )
