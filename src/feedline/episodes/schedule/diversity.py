@@ -70,6 +70,7 @@ class DiversityReport:
     early_episode_share: float
 
     def as_dict(self) -> dict[str, float | int]:
+        """The report as ``metrics()`` keys (:data:`DIVERSITY_METRICS`) and values."""
         return dict(zip(DIVERSITY_METRICS, astuple(self), strict=True))
 
 
@@ -199,7 +200,7 @@ def ideal_diversity(
     Each round draws a uniform permutation of all anchors (every frame of every episode once),
     cuts it into batches of ``batch_size`` (the last one partial unless ``drop_last``, as a
     DataLoader does) and records them with :class:`BatchDiversity`; the report is the mean of the
-    rounds' reports (``diversity_batches``: the batches of one round). Deterministic given
+    rounds' reports, minimum and p5 included (``diversity_batches``: the batches of one round). Deterministic given
     ``seed``. A uniform permutation's batches are exchangeable, so only the first
     ``max_batches`` are batched (the mean and percentiles are the same in expectation); when the
     early mark lies past them, the early share is its exact expectation
