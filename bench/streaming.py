@@ -1,10 +1,18 @@
 """Benchmark the streaming reader against the decode ceiling and the map-style readers.
 
-Two synthetic LeRobot v3 datasets (AV1, LeRobot's default encoding), written by feedline's synth
-writer: ``small`` (96x128, 80 episodes, 2 cameras, about 6 MP4 files per camera) and ``large``
-(480x640 with a moving texture, about 29 KB per frame, 24 episodes, 2 cameras). Every reader
-runs one epoch through a real ``DataLoader`` (2 workers, batch 16, ``prefetch_factor=4``) with
-the windows ``cam_high: [-2, -1, 0] / fps`` and ``action: [0..7] / fps``, uint8 images:
+Datasets (AV1, LeRobot's default encoding, two cameras), chosen with ``--datasets``:
+
+* ``small`` - feedline's synth writer: 96x128, 80 episodes of 150 frames, about 6 MP4 files per
+  camera;
+* ``large`` - synth: 480x640 with a moving texture, about 29 KB per frame, 24 episodes;
+* ``lerobot-medium`` - "LeRobot's medium dataset", written by LeRobot 0.6.1's own writer
+  (``bench/lerobot_dataset.py``, run once with ``--lerobot-python`` into ``--cache-dir``):
+  96x128, 80 episodes of 60-240 frames, ~6 MP4s per camera splitting at different episodes;
+* ``wide`` - synth: 1,000 short episodes (12 frames) at 96x128, GOP 2.
+
+Every reader runs one epoch through a real ``DataLoader`` (2 workers, batch 16,
+``prefetch_factor=4``) with the windows ``cam_high: [-2, -1, 0] / fps`` and
+``action: [0..7] / fps``, uint8 images:
 
 * ``sequential`` - the ceiling: a trivial IterableDataset in which each worker decodes its
   episodes' frames once, in order (one container per file, default decoder threading, one
@@ -15,17 +23,24 @@ the windows ``cam_high: [-2, -1, 0] / fps`` and ``action: [0..7] / fps``, uint8 
   simple reader, and the streaming reader is measured against it too.
 * ``streaming`` - ``StreamingEpisodeDataset`` over nginx (HTTP ranges), ``persistent_workers=True``
   for two epochs: samples/s of the first, first batch, p95 batch wait over both (the epoch
-  boundary included), decoded/delivered frames, peak PSS per worker.
+  boundary included), decoded/delivered frames, peak PSS per worker. ``streaming-<strategy>``:
+  the same at every other sampling strategy of the pool.
 * ``map-style`` - ``EpisodeDataset`` on the local folder, ``shuffle=True``.
 * ``lerobot`` - LeRobot 0.6.1's ``LeRobotDataset`` on the local folder, ``shuffle=True``, run by
   ``--lerobot-python`` (a Python 3.12 venv with ``lerobot[dataset]==0.6.1``); skipped with a
   note when not given.
 
 On ``large`` the streaming reader also runs at several ``decoded_cache_gb`` limits.
+
+Batch diversity, per dataset and reader (the streaming reader's own ``metrics()``, the other
+readers counted here with the same :class:`~feedline.episodes.schedule.diversity.BatchDiversity`):
+distinct episodes per batch (mean, p5, min), per 10 consecutive batches, and the share of the
+episodes touched by 10 % of the epoch, each beside an ideal global shuffle of the same episode
+lengths (:func:`~feedline.episodes.schedule.diversity.ideal_diversity`).
 ``--repeats N`` runs every reader N times, interleaved, and reports the median run and the median
 of each round's ratios (rounds run back to back, so a load swing hits both sides of a ratio).
-Run: ``.venv/bin/python bench/streaming.py [--lerobot-python PATH] [--repeats 3]`` (``--quick``
-for a smoke run).
+Run: ``.venv/bin/python bench/streaming.py [--datasets small,lerobot-medium] [--lerobot-python PATH]
+[--repeats 3]`` (``--quick`` for a smoke run).
 
 ``--outage S`` measures only the streaming reader riding out a server outage instead: per
 dataset, one clean epoch, then one with nginx really stopped (its port refusing connections)
@@ -40,6 +55,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -59,7 +75,9 @@ WINDOW = {CAMERAS[0]: [-2, -1, 0], "action": list(range(8))}
 DATASETS = {  # name: (width, height, episodes, frames per episode, motion, noise)
     "small": (128, 96, 80, 150, 0, 10),
     "large": (640, 480, 24, 60, 2, 4),
+    "wide": (128, 96, 1000, 12, 0, 10),
 }
+LEROBOT_DATASET = "lerobot-medium"  # written by LeRobot's own writer, cached in --cache-dir
 
 
 def deltas() -> dict[str, list[float]]:
@@ -196,12 +214,19 @@ class PssSampler:
         return max(self.peak.values(), default=0) / 2**20
 
 
-def timed_epochs(loader: Any, epochs: int = 1, track: Any = None) -> dict[str, Any]:
-    """Samples/s of the first epoch, its first batch, and every batch wait (all epochs)."""
+def timed_epochs(loader: Any, epochs: int = 1, track: Any = None,
+                 lengths: list[int] | None = None) -> dict[str, Any]:
+    """Samples/s of the first epoch, its first batch, and every batch wait (all epochs); with
+    ``lengths`` (the dataset's episode lengths) also the batches' diversity, counted here."""
+    from feedline.episodes.schedule.diversity import BatchDiversity
+
+    diversity = BatchDiversity(loader.batch_size)
     waits: list[float] = []
     per_epoch: list[tuple[int, float]] = []
     first_batch = None
     for _ in range(epochs):
+        if lengths:
+            diversity.begin_epoch(len(lengths), sum(lengths))
         began = last = time.perf_counter()
         samples = 0
         for batch in (track(loader) if track else loader):
@@ -210,12 +235,24 @@ def timed_epochs(loader: Any, epochs: int = 1, track: Any = None) -> dict[str, A
             if first_batch is None:
                 first_batch = now - began
             samples += len(batch["index"])
+            if lengths:
+                diversity.record(batch["episode_index"].numpy())
             last = time.perf_counter()
         per_epoch.append((samples, time.perf_counter() - began))
     samples, seconds = per_epoch[0]
-    return {"samples": samples, "seconds": seconds, "rate": samples / seconds,
-            "first_batch_s": first_batch, "p95_wait_ms": 1e3 * float(np.percentile(waits, 95)),
-            "epochs": per_epoch}
+    out = {"samples": samples, "seconds": seconds, "rate": samples / seconds,
+           "first_batch_s": first_batch, "p95_wait_ms": 1e3 * float(np.percentile(waits, 95)),
+           "epochs": per_epoch}
+    if lengths:
+        out["diversity"] = diversity.report().as_dict()
+    return out
+
+
+def episode_lengths(local: str) -> list[int]:
+    from feedline.episodes.format import load_meta
+    from feedline.io import open_store
+
+    return [int(n) for n in load_meta(open_store(local)).episodes.length]
 
 
 def run_sequential(local: str, args: argparse.Namespace, codec_threads: int = 0) -> dict[str, Any]:
@@ -224,7 +261,7 @@ def run_sequential(local: str, args: argparse.Namespace, codec_threads: int = 0)
     loader = DataLoader(_scan_dataset(local, codec_threads), batch_size=args.batch_size, num_workers=args.workers,
                         prefetch_factor=4)
     with PssSampler() as pss:
-        out = timed_epochs(loader)
+        out = timed_epochs(loader, lengths=episode_lengths(local))
     return {**out, "pss_mib": pss.worker_peak_mib}
 
 
@@ -238,23 +275,27 @@ def run_map(local: str, args: argparse.Namespace) -> dict[str, Any]:
     loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
                         prefetch_factor=4, generator=torch.Generator().manual_seed(0))
     with PssSampler() as pss:
-        out = timed_epochs(loader)
+        out = timed_epochs(loader, lengths=episode_lengths(local))
     return {**out, "pss_mib": pss.worker_peak_mib}
 
 
 def run_streaming(url: str, args: argparse.Namespace, epochs: int = 2,
-                  decoded_cache_gb: float | None = None) -> dict[str, Any]:
+                  decoded_cache_gb: float | None = None, strategy: str | None = None) -> dict[str, Any]:
     from torch.utils.data import DataLoader
 
+    from feedline.episodes.schedule.diversity import DIVERSITY_METRICS
     from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 
-    extra = {} if decoded_cache_gb is None else {"decoded_cache_gb": decoded_cache_gb}
+    extra: dict[str, Any] = {} if decoded_cache_gb is None else {"decoded_cache_gb": decoded_cache_gb}
+    if strategy is not None:
+        extra["sampling_strategy"] = strategy
     ds = StreamingEpisodeDataset(root=url, delta_timestamps=deltas(), return_uint8=True, **extra)
     loader = DataLoader(ds, batch_size=args.batch_size, num_workers=args.workers,
                         prefetch_factor=4, persistent_workers=True)
     with PssSampler() as pss:
         out = timed_epochs(loader, epochs, track=ds.track)
     metrics = ds.metrics()
+    out["diversity"] = {key: metrics[key] for key in DIVERSITY_METRICS}
     del loader
     return {**out, "pss_mib": pss.worker_peak_mib, "metrics": metrics,
             "budget_mib": ds.rank_budget_bytes / args.workers / 2**20,
@@ -341,6 +382,47 @@ def write_dataset(name: str, root: Path, quick: bool, scale: int = 1) -> tuple[P
                          f"{len(CAMERAS)} cameras, {files} MP4 files per camera, {kb:.1f} KB/frame")
 
 
+def lerobot_dataset(root: Path, args: argparse.Namespace) -> tuple[Path, str] | None:
+    """LeRobot's medium dataset, written once by LeRobot's own writer into ``--cache-dir``, then
+    copied under the nginx root (``None`` with a note when it is not cached and no LeRobot
+    Python is given)."""
+    cached = Path(args.cache_dir) / LEROBOT_DATASET
+    if not (cached / "meta" / "info.json").exists():
+        if not args.lerobot_python:
+            print(f"{LEROBOT_DATASET}: skipped (not in {cached}; give --lerobot-python to write it)",
+                  flush=True)
+            return None
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+               "HF_LEROBOT_HOME": str(Path(args.cache_dir) / "lerobot-home")}
+        env.pop("PYTHONPATH", None)
+        print(f"{LEROBOT_DATASET}: writing it with LeRobot's writer into {cached} (once)", flush=True)
+        subprocess.run([args.lerobot_python, str(ROOT / "bench" / "lerobot_dataset.py"), str(cached)],
+                       env=env, check=True, capture_output=True)
+    target = root / LEROBOT_DATASET
+    shutil.copytree(cached, target)
+    lengths = episode_lengths(str(target))
+    files = [len(list((target / "videos" / camera).rglob("*.mp4"))) for camera in CAMERAS]
+    kb = sum(f.stat().st_size for f in (target / "videos").rglob("*.mp4")) / len(CAMERAS) / sum(lengths) / 1024
+    return target, (f"LeRobot 0.6.1's writer, 128x96, {len(lengths)} episodes x {min(lengths)}-"
+                    f"{max(lengths)} frames ({sum(lengths)}), {len(CAMERAS)} cameras, "
+                    f"{'/'.join(map(str, files))} MP4 files per camera, {kb:.1f} KB/frame")
+
+
+def diversity_rows(name: str, results: dict[str, Any], ideal: dict[str, float]) -> list[str]:
+    """One Markdown row per reader that counted diversity, each figure beside the ideal's."""
+    keys = ("batch_episodes_mean", "batch_episodes_p5", "batch_episodes_min",
+            "window_episodes_mean", "early_episode_share")
+    rows = [f"| {name} | ideal global shuffle | "
+            + " | ".join(f"{ideal[k]:.2f}" for k in keys) + " | - |"]
+    for kind, result in results.items():
+        if result is None or "diversity" not in result:
+            continue
+        d = result["diversity"]
+        cells = [f"{d[k]:.2f} ({d[k] / ideal[k]:.0%})" if ideal[k] else f"{d[k]:.2f}" for k in keys]
+        rows.append(f"| {name} | {kind} | " + " | ".join(cells) + f" | {result['rate']:.0f} |")
+    return rows
+
+
 def _median_run(runs: list[Any]) -> Any:
     """The run with the median rate (``None`` when the reader was not run)."""
     done = sorted((r for r in runs if r is not None), key=lambda r: r["rate"])
@@ -355,7 +437,11 @@ def _median_ratio(top: list[Any], bottom: list[Any]) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", default="small,large")
+    parser.add_argument("--datasets", default=f"small,large,{LEROBOT_DATASET},wide",
+                        help=f"of {', '.join([*DATASETS, LEROBOT_DATASET])}")
+    parser.add_argument("--cache-dir", default=str(Path(os.environ.get(
+                            "XDG_CACHE_HOME", Path.home() / ".cache")) / "feedline-bench"),
+                        help=f"where the {LEROBOT_DATASET} dataset is written once and kept")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lerobot-python", default=None,
@@ -374,13 +460,24 @@ def main() -> int:
 
     from tests.servers import run_nginx
 
+    from feedline.episodes.schedule.diversity import ideal_diversity
+    from feedline.episodes.schedule.pool import STRATEGIES
+    from feedline.episodes.settings import DEFAULTS
+
     rows: list[str] = []
+    diversity: list[str] = []
     with tempfile.TemporaryDirectory(prefix="feedline-bench-streaming-") as tmp:
         work = Path(tmp)
         os.environ["FEEDLINE_HOME"] = str(work / "home")  # cold, private sidecar cache
         with run_nginx(work / "nginx") as server:
             for name in args.datasets.split(","):
-                local, shape = write_dataset(name, server.root, args.quick, args.episodes_x)
+                if name == LEROBOT_DATASET:
+                    prepared = lerobot_dataset(server.root, args)
+                    if prepared is None:
+                        continue
+                    local, shape = prepared
+                else:
+                    local, shape = write_dataset(name, server.root, args.quick, args.episodes_x)
                 url = f"{server.url}/{name}"
                 print(f"{name}: {shape}", flush=True)
                 run_streaming(url, args, epochs=1)  # warm-up: builds the sidecar, warms caches
@@ -398,6 +495,9 @@ def main() -> int:
                 runs = {"sequential": (run_sequential, str(local)),
                         "sequential-1t": (lambda where, a: run_sequential(where, a, 1), str(local)),
                         "streaming": (run_streaming, url),
+                        **{f"streaming-{strategy}": (
+                            lambda where, a, strategy=strategy: run_streaming(where, a, strategy=strategy), url)
+                           for strategy in STRATEGIES if strategy != DEFAULTS.sampling_strategy},
                         "map-style": (run_map, str(local)), "lerobot": (run_lerobot, str(local))}
                 for round_no in range(max(1, args.repeats)):
                     for kind, (run, where) in runs.items():
@@ -407,6 +507,10 @@ def main() -> int:
                             print(f"  {kind} (round {round_no + 1}): {json.dumps(result, default=str)}",
                                   flush=True)
                 results = {kind: _median_run(runs_of) for kind, runs_of in rounds.items()}
+                ideal = ideal_diversity(episode_lengths(str(local)), args.batch_size).as_dict()
+                named = {(f"streaming-{DEFAULTS.sampling_strategy}" if kind == "streaming" else kind): r
+                         for kind, r in results.items() if kind != "sequential-1t"}
+                diversity += diversity_rows(name, named, ideal)
                 seq, stream = results["sequential"], results["streaming"]
                 lerobot = results["lerobot"]
                 m = stream["metrics"]
@@ -446,6 +550,12 @@ def main() -> int:
           "| peak PSS per worker |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
+        print(row)
+    print()
+    print("| dataset | reader | episodes per batch (vs ideal) | p5 | min | episodes per 10 batches "
+          "| episodes seen by 10 % of the epoch | samples/s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in diversity:
         print(row)
     return 0
 

@@ -13,7 +13,8 @@ from feedline.episodes.train.metrics import ReaderMetrics, tracker_class  # noqa
 
 def test_log_line_and_wandb_dict_carry_feedlines_metrics() -> None:
     counters = {"refill_stalls": 2, "bytes_fetched": 3 * 2**20, "peak_reserved_bytes": 2**20,
-                "delivered_frames": 80, "decoded_frames": 80, "peak_decoded_bytes": 2**21}
+                "delivered_frames": 80, "decoded_frames": 80, "peak_decoded_bytes": 2**21,
+                "batch_episodes_mean": 6.5, "window_episodes_mean": 31.0, "early_episode_share": 0.5}
     metrics = ReaderMetrics(lambda: counters)
     tracker = tracker_class(MetricsTracker, AverageMeter, metrics)(
         8, 131, 6, {"loss": AverageMeter("loss", ":.3f")})
@@ -23,10 +24,12 @@ def test_log_line_and_wandb_dict_carry_feedlines_metrics() -> None:
     tracker.reduce_across_ranks()  # what lerobot-train calls right before each log line
     line = str(tracker)
     for name in ("data_smp/s:", "wait_p50:", "wait_p95:", "wait_p99:", "stalls:2", "fetch_MB:3",
-                 "resv_MB:1", "frames:80", "dec_frames:80", "dec_MB:2", "first_batch_s:"):
+                 "resv_MB:1", "frames:80", "dec_frames:80", "dec_MB:2", "first_batch_s:",
+                 "ep/batch:6.5", "ep/10batch:31", "ep@10%:0.5"):
         assert name in line, line
     logged = tracker.to_dict()
     assert logged["feedline/refill_stalls"] == 2
+    assert logged["feedline/batch_episodes"] == 6.5
     assert logged["feedline/batch_wait_p99_s"] > 0.4
     assert logged["steps"] == 3 and "loss" in logged  # LeRobot's own entries stay
     tracker.reset_averages()

@@ -47,10 +47,12 @@ def test_streaming_resume_continues_sample_exactly(
     # feedline's metrics ride on LeRobot's own log line; time to first batch is said once
     log_lines = [line for line in whole.stderr.splitlines() if " step:" in line and "loss:" in line]
     assert len(log_lines) == 4  # steps 5, 10, 15, 20 (--log_freq=5)
-    for name in ("data_smp/s:", "wait_p50:", "wait_p95:", "wait_p99:", "stalls:", "fetch_MB:", "resv_MB:"):
+    for name in ("data_smp/s:", "wait_p50:", "wait_p95:", "wait_p99:", "stalls:", "fetch_MB:", "resv_MB:",
+                 "ep/batch:", "ep/10batch:", "ep@10%:"):
         assert all(name in line for line in log_lines), name
     assert "first_batch_s:" in log_lines[0] and "first_batch_s:" not in log_lines[1]
     assert whole.stderr.count("feedline: first batch after") == 1
+    assert whole.stderr.count("feedline: an ideal global shuffle") == 1  # what ep/* read against
     # the data order lies beside LeRobot's training_state/ in every checkpoint
     for step in ("000010", "000020"):
         checkpoint = tmp_path / "whole" / "checkpoints" / step

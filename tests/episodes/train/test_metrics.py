@@ -9,7 +9,8 @@ from feedline.episodes.train.metrics import ReaderMetrics
 
 def test_window_percentiles_counters_and_first_batch_once() -> None:
     counters = {"refill_stalls": 3, "bytes_fetched": 2 * 2**20, "peak_reserved_bytes": 2**20,
-                "delivered_frames": 40, "decoded_frames": 50, "not_a_metric": 1}
+                "delivered_frames": 40, "decoded_frames": 50, "not_a_metric": 1,
+                "batch_episodes_mean": 7.5, "early_episode_share": 0.25}
     metrics = ReaderMetrics(lambda: counters)
     for wait in [0.01] * 98 + [1.0, 2.0]:
         metrics.batch_waited(wait, samples=8)
@@ -24,6 +25,8 @@ def test_window_percentiles_counters_and_first_batch_once() -> None:
     assert window["data_samples_per_s"][0] > 0
     assert "first_batch_s" in window and metrics.first_batch_s is not None
     assert "not_a_metric" not in window
+    assert window["batch_episodes"] == (7.5, "ep/batch", "mean")
+    assert window["early_episode_share"] == (0.25, "ep@10%", "mean")
 
     metrics.batch_waited(0.5, samples=8)
     later = metrics.window()
@@ -33,7 +36,9 @@ def test_window_percentiles_counters_and_first_batch_once() -> None:
 
 def test_every_logged_counter_is_one_the_reader_shares() -> None:
     """The log line names counters by the fields of the reader's counter dataclasses."""
+    from feedline.episodes.schedule.diversity import DIVERSITY_METRICS
     from feedline.episodes.stream.board import COUNTERS as SHARED
     from feedline.episodes.train.metrics import COUNTERS
 
-    assert set(COUNTERS) <= set(SHARED)
+    assert set(COUNTERS) <= set(SHARED) | set(DIVERSITY_METRICS)
+    assert set(DIVERSITY_METRICS) - {"diversity_batches"} <= set(COUNTERS)  # all in the line

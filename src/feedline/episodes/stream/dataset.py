@@ -36,12 +36,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import fields, replace
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from feedline.episodes.base import EpisodeDatasetBase
 from feedline.episodes.errors import ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.admission import EpisodeByteCache
+from feedline.episodes.schedule.diversity import BatchDiversity, DiversityReport, ideal_diversity
 from feedline.episodes.schedule.plan import plan_shards_arrays, resolve_rank_and_world
 from feedline.episodes.schedule.pool import EpisodePool
 from feedline.episodes.schedule.resume import (
@@ -107,6 +109,14 @@ def _fetch(
 
 def _assemble(spec: Any, payload: EpisodePayload, frame: int) -> dict[str, Any]:
     return payload.sample(spec, frame)
+
+
+def _batch_episodes(batch: Any) -> Any:
+    """A batch's episode indices (``None`` when a custom collate left them out)."""
+    if isinstance(batch, Mapping) and "episode_index" in batch:
+        episodes = batch["episode_index"]
+        return episodes.numpy() if isinstance(episodes, torch.Tensor) else episodes
+    return None
 
 
 def _batch_len(batch: Any) -> int:
@@ -232,6 +242,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self._pending_state: dict[str, Any] | None = None
         self._position: ResumePosition | None = None
         self._board = WorkerBoard()
+        self._diversity = BatchDiversity()  # counted in the training process, per batch taken
 
     # ---- settings --------------------------------------------------------------------------
     @property
@@ -278,13 +289,27 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             num_workers=num_workers, drop_last=drop_last, sampler_identity=self.sampler_identity,
         )
 
-    def rank_frames(self, epoch: int | None = None) -> int:
-        """Frames this rank yields in ``epoch`` (default: the current one)."""
-        report = plan_shards_arrays(
+    def _rank_plan(self, epoch: int | None) -> Any:
+        return plan_shards_arrays(
             self.episode_lengths, world_size=self.world_size, num_workers=0, seed=self.seed,
             epoch=self.epoch if epoch is None else epoch,
-        ).report
-        return report.rank_frames[self.rank]
+        )
+
+    def rank_frames(self, epoch: int | None = None) -> int:
+        """Frames this rank yields in ``epoch`` (default: the current one)."""
+        return self._rank_plan(epoch).report.rank_frames[self.rank]
+
+    def ideal_diversity(
+        self, batch_size: int, drop_last: bool = False, epoch: int | None = None, *,
+        rounds: int = 4, seed: int = 0,
+    ) -> DiversityReport:
+        """What an ideal global shuffle of this rank's episodes of ``epoch`` would give for the
+        diversity keys of :meth:`metrics`, by simulation
+        (:func:`~feedline.episodes.schedule.diversity.ideal_diversity`): the figures to read the
+        measured ones against, with the DataLoader's ``batch_size`` and ``drop_last``."""
+        episodes = np.concatenate(self._rank_plan(epoch).parts[self.rank])
+        lengths = [self.episode_lengths[int(e)] for e in episodes]
+        return ideal_diversity(lengths, batch_size, drop_last=drop_last, rounds=rounds, seed=seed)
 
     def batches_per_rank(
         self, batch_size: int, num_workers: int, drop_last: bool = False, epoch: int | None = None
@@ -369,13 +394,23 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self.epoch = tracker.epoch
         self._position = tracker.position
         self._write_control(self._position)
+        self._diversity.batch_size = loader.batch_size
+        report = self._rank_plan(tracker.epoch).report
+        self._diversity.begin_epoch(
+            report.rank_episodes[self.rank], report.rank_frames[self.rank],
+            from_start=not any(tracker.position.worker_offsets),
+        )
         return self._tracked(loader, tracker)
 
     def _tracked(self, loader: Any, tracker: ConsumptionTracker) -> Iterator[Any]:
         iterator = iter(loader)  # workers start (with this position) or the in-process iterator
         self._position = None
+        diversity = self._diversity
         for batch in iterator:
             tracker.record_batch(_batch_len(batch))
+            episodes = _batch_episodes(batch)
+            if episodes is not None:
+                diversity.record(episodes)
             yield batch
         tracker.next_epoch()
         self.epoch = tracker.epoch
@@ -396,15 +431,23 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         handed to samples while their episode was resident), ``decoded_per_delivered`` (1.0
         when each frame is decoded once), ``decoder_opens`` and ``peak_decoded_bytes`` (the
         most decoded RGB bytes one worker held; its limit is ``decoded_cache_gb / num_workers``).
+        Batch diversity, counted by :meth:`track` on the batches the loop took
+        (:class:`~feedline.episodes.schedule.diversity.DiversityReport`): ``diversity_batches``,
+        ``batch_episodes_mean`` / ``_p5`` / ``_min`` (distinct episodes per full batch),
+        ``window_episodes_mean`` (per 10 consecutive batches) and ``early_episode_share`` (of
+        the rank's episodes, touched by the first 10 % of an epoch); :meth:`ideal_diversity`
+        gives the same keys for a global shuffle.
         """
         values = self._board.totals()
         delivered = values["delivered_frames"]
         values["decoded_per_delivered"] = values["decoded_frames"] / delivered if delivered else 0.0
+        values.update(self._diversity.report().as_dict())
         return values
 
     def reset_metrics(self) -> None:
-        """Zero every counter of :meth:`metrics` (all workers)."""
+        """Zero every counter of :meth:`metrics` (all workers, batch diversity too)."""
         self._board.reset_metrics()
+        self._diversity.reset()
 
     # ---- pickling: the board's shared memory travels only to spawned/forked workers ----------
 

@@ -246,6 +246,7 @@ class StreamingBridge:
         dataset = self.view.dataset
         loader = _TrackedLoader(dataloader, dataset)
         sample_log = self.run_settings.get("sample_log")
+        _log_ideal(dataset, loader)
         while True:
             batches = dataset.track(loader)
             delivered = 0
@@ -329,3 +330,15 @@ def run(args: TrainArgs, started: float | None = None) -> int:
         with bridge.installed():
             lerobot_train.train(cfg)
     return 0
+
+
+def _log_ideal(dataset: Any, dataloader: Any) -> None:
+    """Once per run: the batch diversity an ideal global shuffle would give, to read the log
+    line's ``ep/batch``, ``ep/10batch`` and ``ep@10%`` against."""
+    ideal = dataset.ideal_diversity(dataloader.batch_size or 1, dataloader.drop_last)
+    log.info(
+        "feedline: an ideal global shuffle of rank %d's episodes would give ep/batch %.2f "
+        "(p5 %.0f, min %.1f), ep/10batch %.1f, ep@10%% %.2f",
+        dataset.rank, ideal.batch_episodes_mean, ideal.batch_episodes_p5,
+        ideal.batch_episodes_min, ideal.window_episodes_mean, ideal.early_episode_share,
+    )

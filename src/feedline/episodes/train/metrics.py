@@ -15,7 +15,14 @@ meter (log name)   what                                                         
 ``frames``         frames delivered (total); ``dec_frames``: frames decoded         sum
 ``dec_MB``         most decoded-frame bytes one worker held, MiB                   max
 ``first_batch_s``  seconds from the start of the run to its first batch (once)     max
+``ep/batch``       distinct episodes per batch, mean (run so far); ``ep/batch_p5``,  mean
+                   ``ep/batch_min``: its 5th percentile and minimum
+``ep/10batch``     distinct episodes per 10 consecutive batches, mean (run so far)   mean
+``ep@10%``         share of the rank's episodes the first 10 % of an epoch touched   mean
 =================  ==============================================================  =========
+
+The last three read against an ideal global shuffle of the same episodes, which ``feedline
+train`` logs once at the start (``StreamingEpisodeDataset.ideal_diversity``).
 
 Only this module's :func:`tracker_class` touches LeRobot's types, and it gets them passed in.
 """
@@ -36,8 +43,9 @@ log = logging.getLogger(__name__)
 _MIB = 2**20
 
 #: Reader counter (``StreamingEpisodeDataset.metrics()`` key: a field of the pipeline's or the
-#: decoders' counter dataclasses, :data:`feedline.episodes.stream.board.COUNTERS`) -> (meter key,
-#: log name, scale, reduction).
+#: decoders' counter dataclasses, :data:`feedline.episodes.stream.board.COUNTERS`, or of the
+#: batch diversity report, :data:`feedline.episodes.schedule.diversity.DIVERSITY_METRICS`) ->
+#: (meter key, log name, scale, reduction).
 COUNTERS: dict[str, tuple[str, str, float, str]] = {
     "refill_stalls": ("refill_stalls", "stalls", 1.0, "sum"),
     "bytes_fetched": ("fetched_mib", "fetch_MB", 1 / _MIB, "sum"),
@@ -45,6 +53,11 @@ COUNTERS: dict[str, tuple[str, str, float, str]] = {
     "peak_decoded_bytes": ("decoded_mib", "dec_MB", 1 / _MIB, "max"),
     "decoded_frames": ("decoded_frames", "dec_frames", 1.0, "sum"),
     "delivered_frames": ("delivered_frames", "frames", 1.0, "sum"),
+    "batch_episodes_mean": ("batch_episodes", "ep/batch", 1.0, "mean"),
+    "batch_episodes_p5": ("batch_episodes_p5", "ep/batch_p5", 1.0, "mean"),
+    "batch_episodes_min": ("batch_episodes_min", "ep/batch_min", 1.0, "mean"),
+    "window_episodes_mean": ("window_episodes", "ep/10batch", 1.0, "mean"),
+    "early_episode_share": ("early_episode_share", "ep@10%", 1.0, "mean"),
 }
 
 
