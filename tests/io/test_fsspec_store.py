@@ -73,7 +73,9 @@ def test_an_unreachable_s3_endpoint_fails_within_outage_s_naming_the_bucket() ->
     began = time.monotonic()
     with pytest.raises(StoreUnavailableError, match=r"store s3://no-bucket unavailable: EndpointConnectionError"):
         store.stat("a.bin")
-    assert 1.5 <= time.monotonic() - began < 1.5 + 1.0
+    # the last try may start just before the deadline and a loaded machine slows each try; the
+    # libraries' own retries alone took 4.4 s per call
+    assert 1.5 <= time.monotonic() - began < 1.5 + 2.5
 
 
 def _s3_error(code: str, message: str) -> bytes:
