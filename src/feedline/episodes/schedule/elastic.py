@@ -28,7 +28,7 @@ How the reader calls it::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import astuple, dataclass
 
 import numpy as np
@@ -44,6 +44,7 @@ __all__ = [
     "Remainder",
     "Stage",
     "consumed_anchors",
+    "consumed_by_worker",
     "remainder_after",
     "stage_plan",
     "subtract",
@@ -157,17 +158,18 @@ def stage_plan(
     )
 
 
-def consumed_anchors(
+def consumed_by_worker(
     remainder: Remainder, stage: Stage, *, seed: int, epoch: int, make_pool: PoolMaker
-) -> tuple[np.ndarray, np.ndarray]:
-    """(episodes, frames) every rank of ``stage`` had consumed, replayed from the pure schedule."""
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Per (rank, worker) of ``stage``, the (episodes, frames) its loader had delivered.
+
+    Replayed from the pure schedule; one worker at a time, so memory holds one worker's share.
+    """
     plan = stage_plan(
         remainder, world_size=stage.world_size, num_workers=stage.num_workers, seed=seed,
         epoch=epoch,
     )
     parts = worker_parts(stage.num_workers)
-    eps: list[np.ndarray] = []
-    frames: list[np.ndarray] = []
     for rank, frames_of in enumerate(plan.report.worker_frames):
         counts = list(frames_of) + [0] * (parts - len(frames_of))
         total = sum(batches_per_worker(counts, stage.batch_size, stage.drop_last))
@@ -177,23 +179,36 @@ def consumed_anchors(
             if offset:
                 pool = make_pool(plan.parts[rank][part], epoch=epoch, rank=rank, part=part,
                                  num_workers=stage.num_workers, remainder=remainder)
-                e, f = pool.take(offset)
-                eps.append(e)
-                frames.append(f)
-    if not eps:
+                yield pool.take(offset)
+
+
+def consumed_anchors(
+    remainder: Remainder, stage: Stage, *, seed: int, epoch: int, make_pool: PoolMaker
+) -> tuple[np.ndarray, np.ndarray]:
+    """(episodes, frames) every rank of ``stage`` had consumed, replayed from the pure schedule."""
+    chunks = list(consumed_by_worker(remainder, stage, seed=seed, epoch=epoch,
+                                     make_pool=make_pool))
+    if not chunks:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    return np.concatenate(eps), np.concatenate(frames)
+    return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])
 
 
 def subtract(remainder: Remainder, episodes: np.ndarray, frames: np.ndarray) -> Remainder:
     """``remainder`` without the given anchors (each must be due; none twice)."""
+    out = Remainder(dict(remainder.lengths), dict(remainder.frames))
+    _remove(out, episodes, frames)
+    return out
+
+
+def _remove(remainder: Remainder, episodes: np.ndarray, frames: np.ndarray) -> None:
+    """Remove the given anchors from ``remainder`` in place (a worker's episodes are its own,
+    so no episode is split over two calls of one stage)."""
     if episodes.size == 0:
-        return remainder
+        return
     order = np.lexsort((frames, episodes))
     episodes, frames = episodes[order], frames[order]
     touched, starts, taken = np.unique(episodes, return_index=True, return_counts=True)
-    lengths = dict(remainder.lengths)
-    partial = dict(remainder.frames)
+    lengths, partial = remainder.lengths, remainder.frames
     for episode, start, n in zip(touched.tolist(), starts.tolist(), taken.tolist(), strict=True):
         if n == lengths[episode]:  # wholly consumed
             del lengths[episode]
@@ -204,7 +219,6 @@ def subtract(remainder: Remainder, episodes: np.ndarray, frames: np.ndarray) -> 
         keep[np.searchsorted(due, frames[start : start + n])] = False
         lengths[episode] = int(keep.sum())
         partial[episode] = due[keep]
-    return Remainder(lengths, partial)
 
 
 def remainder_after(
@@ -216,7 +230,10 @@ def remainder_after(
     for stage in stages:
         if not remainder.lengths:
             break
-        eps, frames = consumed_anchors(remainder, stage, seed=seed, epoch=epoch,
-                                       make_pool=make_pool)
-        remainder = subtract(remainder, eps, frames)
+        # a stage's plan reads the remainder before it: remove into a copy
+        after = Remainder(dict(remainder.lengths), dict(remainder.frames))
+        for eps, frames in consumed_by_worker(remainder, stage, seed=seed, epoch=epoch,
+                                              make_pool=make_pool):
+            _remove(after, eps, frames)
+        remainder = after
     return remainder
