@@ -159,9 +159,10 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             initialised, else the ``RANK`` environment variable, else 0.
         world_size: number of ranks. Default ``None``: from ``torch.distributed`` when
             initialised, else ``WORLD_SIZE``, else 1. Each rank needs at least one episode.
-        allow_order_change: resume from a checkpoint taken with other order settings (world
-            size, batch size, workers, seed, pool) at the nearest epoch boundary, with a
-            warning, instead of refusing it. Default ``False``.
+        allow_order_change: resume from a checkpoint taken with other order settings (seed,
+            strategy, pool) at the nearest epoch boundary, with a warning, instead of refusing
+            it. Another world size, batch size or worker count needs no flag: it resumes
+            mid-epoch with exactly the anchors not yet consumed. Default ``False``.
         outage_s: seconds the store may fail transiently (a restart, a failover, throttling)
             while every read is retried with capped, jittered backoff: the epoch resumes with the
             same samples when it answers again, after one warning per process; past it the
