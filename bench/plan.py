@@ -6,6 +6,10 @@ Measures, each in a fresh subprocess (so peak RSS belongs to that phase alone):
 * ``plan`` - :func:`plan_shards_arrays` for 1 rank x 0 workers and for 8 ranks x 4 workers.
 * ``draws-<strategy>`` - the plan plus one full epoch of anchors from one pool of 32 resident
   episodes (all 100M draws in one process, taken in numpy chunks as the pipeline would).
+* ``restripe`` - elastic resume: a checkpoint of 8 ranks x 4 workers x batch 32 taken halfway
+  through the epoch (``spread``, pool 256) resumed at 6 ranks x 2 workers: replaying the old
+  pools up to what they delivered and removing it (``remainder_after``), then planning the
+  anchors still due over the new ranks (``stage_plan``).
 * ``quality-<order>`` - shuffle quality on the first ``--quality-anchors`` anchors, MosaicML
   Streaming's way: entropy (bits) of |difference| between neighbouring sample ids and between
   neighbouring episode ids (their sum is Streaming's score); plus how often neighbours share an
@@ -84,6 +88,27 @@ def phase(name: str, episodes: int, mean: int, quality_anchors: int) -> dict[str
         out["rank_spread_frames"] = report.rank_spread
         out["rank_imbalance"] = report.rank_imbalance
         out["worker_spread_frames"] = report.worker_spread
+    elif name == "restripe":
+        from feedline.episodes.schedule.elastic import (
+            PoolMaker,
+            Stage,
+            remainder_after,
+            stage_plan,
+        )
+
+        by_episode = dict(enumerate(lengths.tolist()))
+        make_pool = PoolMaker("spread", 256, 1000, by_episode)
+        batches = total // (8 * 32) // 2  # every rank halfway through its epoch
+        t = time.perf_counter()
+        due = remainder_after(by_episode, [Stage(8, 4, 32, False, batches)], seed=1000, epoch=0,
+                              make_pool=make_pool)
+        out["replay_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        report = stage_plan(due, world_size=6, num_workers=2, seed=1000, epoch=0).report
+        out["replan_s"] = time.perf_counter() - t
+        out["due_anchors"] = due.total
+        out["partial_episodes"] = len(due.frames)
+        out["rank_imbalance"] = report.rank_imbalance
     elif name.startswith("draws-"):
         n = 0
         for eps, _ in _anchors(name.removeprefix("draws-"), lengths, None):
@@ -158,6 +183,11 @@ def main() -> int:
         r = median_of(f"draws-{strategy}")
         row(f"plan + epoch, {strategy}", r)
         print(f"  {r['anchors'] / r['seconds'] / 1e6:.1f} M anchors/s")
+    r = median_of("restripe")
+    row("restripe 8x4x32 -> 6x2", r)
+    print(f"  replay of the consumed half {r['replay_s']:.2f} s; plan of the "
+          f"{r['due_anchors']:.0f} due anchors ({r['partial_episodes']:.0f} partly consumed "
+          f"episodes) over 6 x 2 {r['replan_s']:.2f} s; rank imbalance {r['rank_imbalance']:.5%}")
     print(f"\nshuffle quality on the first {args.quality_anchors} anchors (one run each)")
     print(f"{'order':<22}{'sample H':>10}{'episode H':>11}{'score':>8}{'x perm':>8}"
           f"{'same-ep nbr':>13}{'eps/batch':>11}")

@@ -231,8 +231,7 @@ def test_a_rank_can_resume_from_another_ranks_checkpoint() -> None:
 
 
 @pytest.mark.parametrize("change", [
-    {"world_size": 2}, {"batch_size": 4}, {"num_workers": 1}, {"strategy": "round_robin"},
-    {"pool_settings": {"pool_size": 8}}, {"seed": 1}, {"drop_last": True},
+    {"strategy": "round_robin"}, {"pool_settings": {"pool_size": 8}}, {"seed": 1},
 ])
 def test_changed_settings_are_refused_naming_what_differs(change: dict[str, Any]) -> None:
     s = make_settings(SMALL)
@@ -279,7 +278,7 @@ def test_allow_order_change_restarts_at_the_nearest_epoch_boundary(
     run = SimulatedRank(SMALL, s, rank=0)
     list(islice(run, k))
     state = json_roundtrip(run.state_dict())
-    changed = replace(s, num_workers=4, batch_size=2)
+    changed = replace(s, num_workers=4, batch_size=2, seed=7)
     caplog.set_level(logging.WARNING)
     resumed = SimulatedRank(SMALL, changed, rank=0, allow_order_change=True)
     resumed.load_state_dict(state)

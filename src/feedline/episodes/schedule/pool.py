@@ -87,6 +87,10 @@ class EpisodePool(Stateful):
         byte_budget: most payload bytes resident at once, with ``episode_bytes`` (this worker's
             share of the rank budget); an episode larger than it fails at construction.
             Default ``None``.
+        frames: for episodes of which only some frames are still due (an elastic resume hands
+            a partly consumed episode to one worker), episode index -> those frame indices,
+            sorted; ``lengths`` counts them. The strategy orders the ``k``-th due frame as it
+            would frame ``k`` of an episode of that length. Default ``None``: every frame.
     """
 
     STATE_VERSION = 1
@@ -106,9 +110,11 @@ class EpisodePool(Stateful):
         worker: int = 0,
         episode_bytes: Sequence[int] | np.ndarray | Mapping[int, int] | None = None,
         byte_budget: int | None = None,
+        frames: Mapping[int, np.ndarray] | None = None,
     ) -> None:
         self.episodes = np.asarray(episodes, dtype=np.int64).reshape(-1)
         self.lengths = _aligned(self.episodes, lengths, "lengths")
+        self._due_start, self._due = _due_frames(self.episodes, self.lengths, frames)
         self._strategy = get_strategy(strategy)
         check_int("pool_size", pool_size, minimum=1, error=StreamingError)
         if np.any(self.lengths < 1):
@@ -205,6 +211,10 @@ class EpisodePool(Stateful):
         offsets = np.cumsum(lengths) - lengths
         pos = np.arange(n, dtype=np.int64) - offsets[local]
         frames, delay, stays = self._strategy.ring(Block(lengths, offsets, local, pos), rng)
+        if self._due_start is not None:  # the k-th due frame of a partly consumed episode
+            start = self._due_start[a:b][local]
+            due = start >= 0
+            frames = np.where(due, self._due[np.where(due, start + frames, 0)], frames)
         durations = stays.tolist()
         starts = np.empty(b - a, dtype=np.float64)
         nbytes = None if self.episode_bytes is None else self.episode_bytes[a:b].tolist()
@@ -300,6 +310,9 @@ class EpisodePool(Stateful):
             h.update(self.lengths.tobytes())
             if self.episode_bytes is not None:
                 h.update(self.episode_bytes.tobytes())
+            if self._due_start is not None:
+                h.update(self._due_start.tobytes())
+                h.update(self._due.tobytes())
             self._identity = h.hexdigest()[:32]
         return self._identity
 
@@ -319,6 +332,33 @@ class EpisodePool(Stateful):
         """Rewind and skip to the saved anchor."""
         self.reset()
         self.skip(int(state["anchors_yielded"]))
+
+
+def _due_frames(
+    episodes: np.ndarray, lengths: np.ndarray, frames: Mapping[int, np.ndarray] | None
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """(per episode, its start in the due-frame table or -1 for all frames; the table)."""
+    empty = np.empty(0, np.int64)
+    if not frames:
+        return None, empty
+    start = np.full(episodes.size, -1, dtype=np.int64)
+    table: list[np.ndarray] = []
+    at = 0
+    for i, episode in enumerate(episodes.tolist()):
+        due = frames.get(episode)
+        if due is None:
+            continue
+        due = np.asarray(due, dtype=np.int64).reshape(-1)
+        if due.size != lengths[i]:
+            raise StreamingError(
+                f"episode {episode} has {due.size} due frames but a length of {int(lengths[i])}"
+            )
+        start[i] = at
+        at += due.size
+        table.append(due)
+    if not table:
+        return None, empty
+    return start, np.concatenate(table)
 
 
 def _aligned(episodes: np.ndarray, values: Any, name: str) -> np.ndarray:

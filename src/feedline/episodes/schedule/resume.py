@@ -4,11 +4,15 @@ The anchor order is a pure function of (seed, epoch, sizes, settings), so the ch
 few integers (:class:`ResumeState`). What is counted is what the *training loop consumed*, never
 what workers produced (torchdata's rule): prefetched and decoded-ahead samples are regenerated.
 
-A DataLoader over an IterableDataset asks its workers for batches in turn: worker 0, 1, ...,
-N-1, 0, 1, ...; a worker that has run out is skipped. Each worker batches its own anchors, so its
-last batch may be partial (``drop_last=False``) or dropped (``drop_last=True``). Given the
-per-worker anchor counts of the plan, ``batches_consumed`` fixes how many anchors each worker
-has delivered (:func:`worker_offsets`). ``num_workers=0`` is one in-process part.
+Given the per-worker anchor counts of the plan, ``batches_consumed`` fixes how many anchors
+each worker has delivered (:func:`~feedline.episodes.schedule.loader.worker_offsets`).
+``num_workers=0`` is one in-process part.
+
+A checkpoint of another world size, worker count, batch size or ``drop_last`` resumes in the
+middle of its epoch (elastic resume, :mod:`~feedline.episodes.schedule.elastic`): the old
+topology and its batch count become a :class:`~feedline.episodes.schedule.elastic.Stage` of the
+position's ``history``, the anchors it consumed are replayed and removed, and what is left is
+re-planned over the new topology. Later checkpoints of that epoch carry the history along.
 
 How the pipeline calls it::
 
@@ -17,11 +21,11 @@ How the pipeline calls it::
     tracker.next_epoch()                                                  # loader exhausted
     checkpoint["dataset"] = tracker.state_dict()
     # on resume:
-    tracker.load_state_dict(checkpoint["dataset"])       # refuses changed settings
-    pos = tracker.position                                # epoch, offsets, rotation
-    # DataLoader worker w in epoch pos.epoch serves part pos.part_for_worker(w) of
-    # plan[rank] and first calls pool.skip(pos.offset_for_worker(w)); later epochs start
-    # at offset 0 with no rotation.
+    tracker.load_state_dict(checkpoint["dataset"])       # refuses changed order settings
+    pos = tracker.position                                # epoch, history, offsets, rotation
+    # DataLoader worker w in epoch pos.epoch serves part pos.part_for_worker(w) of the plan
+    # of the anchors pos.history left due, and first calls pool.skip(pos.offset_for_worker(w));
+    # later epochs start at offset 0 with no rotation and no history.
 
 A fresh DataLoader always asks worker 0 first, while the interrupted run may have been in the
 middle of a round; rotating which plan part each worker serves continues that round exactly.
@@ -31,13 +35,27 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
 from feedline.episodes.errors import ResumeMismatchError, StreamingError
+from feedline.episodes.schedule.elastic import (
+    MAX_STAGES,
+    PoolMaker,
+    Remainder,
+    Stage,
+    remainder_after,
+)
+from feedline.episodes.schedule.loader import (
+    batches_per_worker,
+    loader_batches,
+    loader_cursor,
+    samples_in_batches,
+    worker_offsets,
+)
 from feedline.episodes.schedule.plan import EpisodeLengths, episode_arrays, plan_shards_arrays
 from feedline.episodes.schedule.slot import worker_parts
 from feedline.episodes.schedule.state import STATE_VERSION_KEY, Stateful, check_state_version
@@ -124,6 +142,15 @@ class ResumeSettings:
         """The plan parts of a rank: its workers, or one in process."""
         return worker_parts(self.num_workers)
 
+    def pool_maker(
+        self, episode_lengths: Mapping[int, int], episode_bytes: Mapping[int, int] | None = None
+    ) -> PoolMaker:
+        """How this run's workers build their pools (the reader passes its episode bytes)."""
+        return PoolMaker(
+            self.strategy, int(self.pool_settings["pool_size"]), self.seed, episode_lengths,
+            self.pool_settings.get("byte_budget"), episode_bytes,
+        )
+
 
 @dataclass(frozen=True)
 class ResumeState(ResumeSettings):
@@ -136,6 +163,8 @@ class ResumeState(ResumeSettings):
         rank: the rank that took the checkpoint. Default 0.
         batches_consumed_on_rank: batches of ``epoch`` the loop took on that rank. Default 0.
         samples_consumed_on_rank: samples in those batches (a consistency check). Default 0.
+        history: the topologies ``epoch`` ran under before this one, as
+            :meth:`~feedline.episodes.schedule.elastic.Stage.to_list` lists. Default empty.
         extra: free-form additions a newer writer may carry. Default empty.
     """
 
@@ -143,6 +172,7 @@ class ResumeState(ResumeSettings):
     rank: int = 0
     batches_consumed_on_rank: int = 0
     samples_consumed_on_rank: int = 0
+    history: list[list[int]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,7 +186,7 @@ class ResumeState(ResumeSettings):
         if not version_checked:
             check_state_version(state, STATE_VERSION, stage=STATE_STAGE)
         names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in state and n != "extra"]
+        missing = [n for n in names if n not in state and n not in ("extra", "history")]
         if missing:
             raise ResumeMismatchError(f"episode reader state lacks {', '.join(missing)}")
         return cls(**{n: state[n] for n in names if n in state})
@@ -164,84 +194,6 @@ class ResumeState(ResumeSettings):
     def settings(self) -> ResumeSettings:
         """The settings part alone, to compare with the current run's."""
         return ResumeSettings(**{f.name: getattr(self, f.name) for f in fields(ResumeSettings)})
-
-
-# ---- DataLoader arithmetic ----------------------------------------------------------------
-
-
-def batches_per_worker(counts: Sequence[int], batch_size: int, drop_last: bool) -> list[int]:
-    """Batches each worker delivers in one epoch."""
-    check_int("batch_size", batch_size, minimum=1, error=StreamingError)
-    if drop_last:
-        return [n // batch_size for n in counts]
-    return [-(-n // batch_size) for n in counts]
-
-
-def loader_batches(
-    counts: Sequence[int], batch_size: int, drop_last: bool
-) -> Iterator[tuple[int, int, int]]:
-    """The DataLoader's batch order as (worker, first anchor in worker, batch size) triples."""
-    per_worker = batches_per_worker(counts, batch_size, drop_last)
-    for k in range(max(per_worker, default=0)):
-        for w, (n, b) in enumerate(zip(counts, per_worker, strict=True)):
-            if k < b:
-                start = k * batch_size
-                yield w, start, min(batch_size, n - start)
-
-
-def _delivered(n: int, batches: int, batch_size: int) -> int:
-    return min(n, batches * batch_size)
-
-
-def loader_cursor(
-    counts: Sequence[int], batch_size: int, drop_last: bool, batches_consumed: int
-) -> tuple[list[int], int]:
-    """(anchors each worker delivered, index of the worker whose batch comes next in its round).
-
-    The second value is the rotation a resumed run applies so that a fresh DataLoader, which
-    always starts asking worker 0, continues the interrupted round: DataLoader worker ``w``
-    serves plan part ``(w + rotation) % len(counts)``.
-    """
-    per_worker = batches_per_worker(counts, batch_size, drop_last)
-    total = sum(per_worker)
-    if not 0 <= batches_consumed <= total:
-        raise StreamingError(
-            f"{batches_consumed} batches consumed, but this rank's epoch has {total} batches"
-        )
-
-    def in_rounds(k: int) -> int:
-        return sum(min(b, k) for b in per_worker)
-
-    lo, hi = 0, max(per_worker, default=0)  # full rounds: largest k with in_rounds(k) <= consumed
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if in_rounds(mid) <= batches_consumed:
-            lo = mid
-        else:
-            hi = mid - 1
-    extra = batches_consumed - in_rounds(lo)
-    taken, rotation = [], 0
-    for w, (n, b) in enumerate(zip(counts, per_worker, strict=True)):
-        m = min(b, lo)
-        if extra and b > lo:
-            m += 1
-            extra -= 1
-            rotation = w + 1
-        taken.append(_delivered(n, m, batch_size))
-    return taken, rotation % max(1, len(counts))
-
-
-def worker_offsets(
-    counts: Sequence[int], batch_size: int, drop_last: bool, batches_consumed: int
-) -> list[int]:
-    """Anchors each worker has delivered after the loader yielded ``batches_consumed`` batches."""
-    return loader_cursor(counts, batch_size, drop_last, batches_consumed)[0]
-
-
-def samples_in_batches(
-    counts: Sequence[int], batch_size: int, drop_last: bool, batches_consumed: int
-) -> int:
-    return sum(worker_offsets(counts, batch_size, drop_last, batches_consumed))
 
 
 def rank_worker_counts(
@@ -283,12 +235,15 @@ class ResumePosition:
 
     Args:
         epoch: the epoch to start.
-        batches_consumed: batches of it already taken.
+        batches_consumed: batches of it already taken under the current topology.
         worker_offsets: per plan part, the anchors already delivered.
         exact: ``False`` when ``allow_order_change`` moved the start to an epoch boundary.
-        message: what an inexact resume changed (logged as a warning). Default empty.
+        message: what an inexact or elastic resume changed (logged once). Default empty.
         worker_rotation: which plan part DataLoader worker 0 serves, so a fresh loader
             continues an interrupted round. Default 0.
+        history: the earlier topologies of ``epoch``
+            (:meth:`~feedline.episodes.schedule.elastic.Stage.to_list`); the plan covers only
+            the anchors they left due. Default empty: the whole epoch.
     """
 
     epoch: int
@@ -297,6 +252,7 @@ class ResumePosition:
     exact: bool
     message: str = ""
     worker_rotation: int = 0
+    history: tuple[tuple[int, ...], ...] = ()
 
     def part_for_worker(self, worker_id: int) -> int:
         """The plan part (``plan[rank][part]``) DataLoader worker ``worker_id`` must serve."""
@@ -306,13 +262,35 @@ class ResumePosition:
         """Anchors DataLoader worker ``worker_id`` skips in its part before yielding."""
         return self.worker_offsets[self.part_for_worker(worker_id)]
 
+    @property
+    def stages(self) -> list[Stage]:
+        return [Stage.from_list(stage) for stage in self.history]
 
-def _differences(saved: ResumeSettings, current: ResumeSettings) -> list[str]:
+    def remainder(
+        self, episode_lengths: Mapping[int, int], make_pool: PoolMaker
+    ) -> Remainder | None:
+        """The anchors of the epoch still due after :attr:`history` (``None``: all of them)."""
+        if not self.history:
+            return None
+        return remainder_after(episode_lengths, self.stages, seed=make_pool.seed,
+                               epoch=self.epoch, make_pool=make_pool)
+
+
+#: The settings a resume may change in the middle of an epoch (elastic resume).
+TOPOLOGY = ("world_size", "num_workers", "batch_size", "drop_last")
+
+
+def _differences(saved: ResumeSettings, current: ResumeSettings) -> list[tuple[str, str]]:
     return [
-        f"{f.name} (checkpoint {getattr(saved, f.name)!r}, now {getattr(current, f.name)!r})"
+        (f.name, f"{f.name} (checkpoint {getattr(saved, f.name)!r}, now {getattr(current, f.name)!r})")
         for f in fields(ResumeSettings)
         if getattr(saved, f.name) != getattr(current, f.name)
     ]
+
+
+def _as_lengths(episode_lengths: EpisodeLengths) -> dict[int, int]:
+    indices, lengths = episode_arrays(episode_lengths)
+    return dict(zip(indices.tolist(), lengths.tolist(), strict=True))
 
 
 def resume_position(
@@ -322,23 +300,37 @@ def resume_position(
     *,
     rank: int,
     allow_order_change: bool = False,
+    make_pool: PoolMaker | None = None,
 ) -> ResumePosition:
-    """Turn a checkpoint into this rank's restart position (or refuse, naming what differs)."""
+    """Turn a checkpoint into this rank's restart position (or refuse, naming what differs).
+
+    A change of world size, workers, batch size or ``drop_last`` resumes mid-epoch (elastic);
+    any other change is refused, or with ``allow_order_change`` restarts at an epoch boundary.
+    ``make_pool`` builds the pools the replay of an earlier topology needs (default: from
+    ``current``, admitting by count only; the reader passes its own, with episode bytes).
+    """
     state = saved if isinstance(saved, ResumeState) else ResumeState.from_dict(saved)
+    lengths = _as_lengths(episode_lengths)
     diffs = _differences(state.settings(), current)
     epoch = state.epoch
-    if diffs:
-        what = "; ".join(diffs)
+    if any(name not in TOPOLOGY for name, _ in diffs):
+        what = "; ".join(text for _, text in diffs)
         if not allow_order_change:
             raise ResumeMismatchError(
                 f"cannot resume sample-exactly: {what}. Restore those settings, or pass "
                 "allow_order_change=True to restart at the nearest epoch boundary with a "
                 "different anchor order"
             )
-        return _boundary_position(state, episode_lengths, what, current.parts)
+        return _boundary_position(state, lengths, what, current.parts)
+    make_pool = current.pool_maker(lengths) if make_pool is None else make_pool
+    history = tuple(tuple(int(v) for v in stage) for stage in state.history)
+    if diffs:
+        return _elastic_position(state, current, lengths, history, make_pool)
+    position = ResumePosition(epoch, 0, (0,) * current.parts, True, history=history)
+    due = position.remainder(lengths, make_pool)
     counts = rank_worker_counts(
-        episode_lengths, world_size=current.world_size, num_workers=current.num_workers,
-        seed=current.seed, epoch=epoch, rank=rank,
+        lengths if due is None else due.lengths, world_size=current.world_size,
+        num_workers=current.num_workers, seed=current.seed, epoch=epoch, rank=rank,
     )
     per_worker = batches_per_worker(counts, current.batch_size, current.drop_last)
     batches = state.batches_consumed_on_rank
@@ -356,7 +348,37 @@ def resume_position(
         )
     if batches == sum(per_worker):  # the epoch was finished: start the next one
         return ResumePosition(epoch + 1, 0, (0,) * len(counts), True)
-    return ResumePosition(epoch, batches, tuple(offsets), True, worker_rotation=rotation)
+    return ResumePosition(epoch, batches, tuple(offsets), True, worker_rotation=rotation,
+                          history=history)
+
+
+def _elastic_position(
+    state: ResumeState, current: ResumeSettings, lengths: dict[int, int],
+    history: tuple[tuple[int, ...], ...], make_pool: PoolMaker,
+) -> ResumePosition:
+    """Mid-epoch resume under another topology: the checkpoint's becomes a stage of history."""
+    stage = Stage(state.world_size, state.num_workers, state.batch_size, state.drop_last,
+                  state.batches_consumed_on_rank)
+    if len(history) >= MAX_STAGES:
+        raise ResumeMismatchError(
+            f"epoch {state.epoch} already ran under {len(history) + 1} topologies, the most one "
+            "epoch can resume across; resume with the checkpoint's world size, workers and "
+            "batch size, or pass allow_order_change=True to restart at an epoch boundary"
+        )
+    history = (*history, tuple(stage.to_list()))
+    position = ResumePosition(state.epoch, 0, (0,) * current.parts, True, history=history)
+    due = position.remainder(lengths, make_pool)
+    assert due is not None
+    if not due.lengths:  # nothing left of the epoch: start the next one
+        return ResumePosition(state.epoch + 1, 0, (0,) * current.parts, True)
+    new = Stage(current.world_size, current.num_workers, current.batch_size, current.drop_last, 0)
+    message = (
+        f"resuming epoch {state.epoch} after {stage.batches} batch(es) under {stage.describe()} "
+        f"with {new.describe()}: the anchor order changes; the {due.total} anchor(s) not yet "
+        f"consumed ({len(due.lengths)} episode(s), {len(due.frames)} partly consumed) are "
+        "re-dealt over the new ranks, so coverage stays exact: none repeated, none skipped"
+    )
+    return replace(position, message=message)
 
 
 def _boundary_position(
@@ -398,8 +420,10 @@ class ConsumptionTracker(Stateful):
         episode_lengths: frames per selected episode (by episode index).
         rank: this rank.
         epoch: the epoch the loop starts in. Default 0.
-        allow_order_change: accept a checkpoint of other settings at the nearest epoch
+        allow_order_change: accept a checkpoint of other order settings at the nearest epoch
             boundary instead of refusing it. Default ``False``.
+        make_pool: how the run's workers build their pools, for replaying an earlier topology
+            (:meth:`ResumeSettings.pool_maker`). Default ``None``: from ``settings``.
     """
 
     STATE_VERSION = STATE_VERSION
@@ -413,8 +437,10 @@ class ConsumptionTracker(Stateful):
         rank: int,
         epoch: int = 0,
         allow_order_change: bool = False,
+        make_pool: PoolMaker | None = None,
     ) -> None:
         self.settings = settings
+        self.make_pool = make_pool
         self.episode_lengths = episode_lengths
         self.rank = check_int("rank", rank, minimum=0, error=StreamingError)
         self.allow_order_change = allow_order_change
@@ -440,6 +466,7 @@ class ConsumptionTracker(Stateful):
             **asdict(self.settings), epoch=self.epoch, rank=self.rank,
             batches_consumed_on_rank=self.batches_consumed,
             samples_consumed_on_rank=self.samples_consumed,
+            history=[list(stage) for stage in self.position.history],
         ))
 
     def restore_state(self, state: Mapping[str, Any]) -> None:
@@ -447,7 +474,10 @@ class ConsumptionTracker(Stateful):
         self.position = resume_position(
             ResumeState.from_dict(state, version_checked=True), self.settings,
             self.episode_lengths, rank=self.rank, allow_order_change=self.allow_order_change,
+            make_pool=self.make_pool,
         )
+        if self.position.exact and self.position.message:
+            log.info(self.position.message)  # elastic: once, when the training loop resumes
         self.epoch = self.position.epoch
         self.batches_consumed = self.position.batches_consumed
         self.samples_consumed = sum(self.position.worker_offsets)

@@ -3,8 +3,9 @@
 Two blocks, one owner (:class:`WorkerBoard`):
 
 * **control**, written by the training process before every ``iter(loader)`` and read by each
-  worker when its pass starts: the epoch and every worker's resume offset, so persistent workers
-  (which keep their copy of the dataset from the first epoch) follow epochs and resumes too;
+  worker when its pass starts: the epoch, every worker's resume offset and the epoch's earlier
+  topologies (an elastic resume's history), so persistent workers (which keep their copy of the
+  dataset from the first epoch) follow epochs and resumes too;
 * **metrics**, one row per process (the training process, then DataLoader worker ids), each
   written by one process only, so no lock (a lock would tie the arrays to one multiprocessing
   start method). Rows are summed, peaks (``peak_*``) are maxima. The counters are the fields of
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from feedline.episodes.schedule.elastic import MAX_STAGES
 from feedline.episodes.schedule.resume import ResumePosition
 from feedline.episodes.stream.decoded import DecodedCounters
 from feedline.episodes.stream.pipeline import PipelineMetrics
@@ -43,6 +45,8 @@ _SECONDS = frozenset(
 _PEAKS = frozenset(i for i, name in enumerate(COUNTERS) if name.startswith("peak_"))
 _ROWS = 64
 _EPOCH, _SET, _OFFSETS = 0, 1, 2  # control: epoch, 1 + rotation when set, offsets count, offsets
+_HISTORY = _OFFSETS + _ROWS + 1  # then: stages count, MAX_STAGES stages of _STAGE integers
+_STAGE = 5
 
 
 class WorkerBoard:
@@ -50,7 +54,7 @@ class WorkerBoard:
 
     def __init__(self) -> None:
         self._metrics = mp.RawArray("q", _ROWS * len(COUNTERS))
-        self._control = mp.RawArray("q", _OFFSETS + _ROWS + 1)
+        self._control = mp.RawArray("q", _HISTORY + 1 + MAX_STAGES * _STAGE)
 
     # ---- control ----------------------------------------------------------------------------
 
@@ -61,6 +65,10 @@ class WorkerBoard:
         control[_EPOCH] = epoch
         control[_OFFSETS] = len(offsets)
         control[_OFFSETS + 1 : _OFFSETS + 1 + len(offsets)] = list(offsets)
+        history = position.history if offsets and position is not None else ()
+        control[_HISTORY] = len(history)
+        flat = [int(v) for stage in history for v in stage]
+        control[_HISTORY + 1 : _HISTORY + 1 + len(flat)] = flat
         control[_SET] = 1 + (position.worker_rotation if offsets and position else 0)
 
     def read_control(self) -> ResumePosition | None:
@@ -70,7 +78,10 @@ class WorkerBoard:
             return None
         parts = control[_OFFSETS]
         offsets = tuple(control[_OFFSETS + 1 : _OFFSETS + 1 + parts])
-        return ResumePosition(control[_EPOCH], 0, offsets, True, worker_rotation=control[_SET] - 1)
+        flat = control[_HISTORY + 1 : _HISTORY + 1 + control[_HISTORY] * _STAGE]
+        history = tuple(tuple(flat[i : i + _STAGE]) for i in range(0, len(flat), _STAGE))
+        return ResumePosition(control[_EPOCH], 0, offsets, True, worker_rotation=control[_SET] - 1,
+                              history=history)
 
     # ---- metrics ----------------------------------------------------------------------------
 

@@ -44,8 +44,8 @@ from feedline.episodes.base import EpisodeDatasetBase
 from feedline.episodes.errors import ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.admission import EpisodeByteCache
 from feedline.episodes.schedule.diversity import BatchDiversity, DiversityReport, ideal_diversity
+from feedline.episodes.schedule.elastic import PoolMaker
 from feedline.episodes.schedule.plan import plan_shards_arrays, resolve_rank_and_world
-from feedline.episodes.schedule.pool import EpisodePool
 from feedline.episodes.schedule.resume import (
     STATE_STAGE,
     STATE_VERSION,
@@ -169,9 +169,10 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             initialised, else the ``RANK`` environment variable, else 0.
         world_size: number of ranks. Default ``None``: from ``torch.distributed`` when
             initialised, else ``WORLD_SIZE``, else 1. Each rank needs at least one episode.
-        allow_order_change: resume from a checkpoint taken with other order settings (world
-            size, batch size, workers, seed, pool) at the nearest epoch boundary, with a
-            warning, instead of refusing it. Default ``False``.
+        allow_order_change: resume from a checkpoint taken with other order settings (seed,
+            strategy, pool) at the nearest epoch boundary, with a warning, instead of refusing
+            it. Another world size, batch size or worker count needs no flag: it resumes
+            mid-epoch with exactly the anchors not yet consumed. Default ``False``.
         outage_s: seconds the store may fail transiently (a restart, a failover, throttling)
             while every read is retried with capped, jittered backoff: the epoch resumes with the
             same samples when it answers again, after one warning per process; past it the
@@ -233,6 +234,11 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self.episode_bytes: dict[int, int] = {ep: s.nbytes for ep, s in self.spans.items()}
         self.slot.check_fits(self.episode_bytes, self.rank_budget_bytes)  # before any fetch
         self.sampler_identity = sampler_identity(self.episode_lengths, self.episode_bytes)
+        #: How every worker builds its pool; the resume replay of an earlier topology uses it too.
+        self.pool_maker = PoolMaker(
+            self.sampling_strategy, self.episode_pool_size, self.seed, self.episode_lengths,
+            self.rank_budget_bytes, self.episode_bytes,
+        )
         plan_shards_arrays(  # fail now, not in a worker, when ranks outnumber episodes
             self.episode_lengths, world_size=self.world_size, num_workers=0, seed=self.seed,
             epoch=0,
@@ -360,7 +366,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         settings = self.resume_settings(saved.batch_size, saved.num_workers, saved.drop_last)
         position = resume_position(
             saved, settings, self.episode_lengths, rank=self.rank,
-            allow_order_change=self.allow_order_change,
+            allow_order_change=self.allow_order_change, make_pool=self.pool_maker,
         )
         self._pending_state = dict(state)
         self._position = position
@@ -385,7 +391,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         settings = self.resume_settings(loader.batch_size or 1, loader.num_workers, loader.drop_last)
         tracker = ConsumptionTracker(
             settings, self.episode_lengths, rank=self.rank, epoch=self.epoch,
-            allow_order_change=self.allow_order_change,
+            allow_order_change=self.allow_order_change, make_pool=self.pool_maker,
         )
         if self._pending_state is not None:
             tracker.load_state_dict(self._pending_state)
@@ -466,7 +472,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             return ResumePosition(self.epoch, 0, (0,) * parts, True)
         if len(position.worker_offsets) != parts:
             if not any(position.worker_offsets):
-                return ResumePosition(self.epoch, 0, (0,) * parts, True)
+                return ResumePosition(self.epoch, 0, (0,) * parts, True, history=position.history)
             raise ResumeMismatchError(
                 f"cannot resume sample-exactly: the checkpoint was taken with num_workers="
                 f"{len(position.worker_offsets) if len(position.worker_offsets) > 1 else 0}, "
@@ -494,9 +500,10 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self, position: ResumePosition, num_workers: int, worker_id: int
     ) -> EpisodePipeline | None:
         """The pipeline DataLoader worker ``worker_id`` runs (None when the plan leaves it idle)."""
+        due = position.remainder(self.episode_lengths, self.pool_maker)  # None: whole epoch
         plan = plan_shards_arrays(
-            self.episode_lengths, world_size=self.world_size, num_workers=num_workers,
-            seed=self.seed, epoch=position.epoch,
+            self.episode_lengths if due is None else due.lengths, world_size=self.world_size,
+            num_workers=num_workers, seed=self.seed, epoch=position.epoch,
         ).parts[self.rank]
         part = position.part_for_worker(worker_id)
         if part >= len(plan):
@@ -508,11 +515,9 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             prefetch_episodes=self.prefetch_episodes, num_workers=num_workers,
         )
         cache.check_sizes({ep: self.episode_bytes[ep] for ep in order})
-        pool = EpisodePool(
-            order, self.episode_lengths, strategy=self.sampling_strategy,
-            pool_size=slot.share(self.episode_pool_size), seed=self.seed,
-            epoch=position.epoch, rank=self.rank, worker=part,
-            episode_bytes=self.episode_bytes, byte_budget=cache.budget_bytes,
+        pool = self.pool_maker(
+            order, epoch=position.epoch, rank=self.rank, part=part, num_workers=num_workers,
+            remainder=due,
         )
         pool.skip(position.offset_for_worker(worker_id))
         episodes, frames = pool.take(pool.anchors_remaining)

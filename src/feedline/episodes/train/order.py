@@ -45,8 +45,8 @@ class DataOrder:
         return len(self.ranks)
 
     def rank_state(self, rank: int) -> dict[str, Any]:
-        """Rank ``rank``'s state; with fewer saved ranks, rank 0's (the reader then refuses the
-        changed world size by name, or moves to an epoch boundary when told to allow it)."""
+        """Rank ``rank``'s state; with fewer saved ranks, rank 0's: ranks step in lockstep, so
+        any rank's state resumes every rank of another world size mid-epoch (elastic resume)."""
         return self.ranks[rank] if rank < len(self.ranks) else self.ranks[0]
 
     def to_json(self) -> dict[str, Any]:
