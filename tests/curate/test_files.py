@@ -10,6 +10,7 @@ import zstandard
 
 from feedline.curate import files
 from feedline.curate.errors import CurateError, RetryableFailure
+from feedline.io.small import read_small
 
 from .helpers import cut, read_jsonl, write_multiframe_zst
 
@@ -105,16 +106,16 @@ def test_outputs_and_small_files_on_s3(s3_server, monkeypatch, tmp_path) -> None
     s3_server.client().download_file(s3_server.bucket, "files/out/o.jsonl.gz", str(fetched))
     assert read_jsonl(fetched) == ROWS
     marker = f"s3://{s3_server.bucket}/files/meta/a.done"
-    assert files.read_small(marker) is None
+    assert read_small(marker) is None
     files.write_small(marker, b"{}\n")
-    assert files.read_small(marker) == b"{}\n"
+    assert read_small(marker) == b"{}\n"
 
 
 def test_small_files_locally(tmp_path) -> None:
     path = str(tmp_path / "meta" / "x.done")
-    assert files.read_small(path) is None
+    assert read_small(path) is None
     files.write_small(path, b"done\n")
-    assert files.read_small(path) == b"done\n" and files.size_of(path) == 5 and files.exists(path)
+    assert read_small(path) == b"done\n" and files.size_of(path) == 5 and files.exists(path)
 
 
 def test_expand_takes_a_documents_folder_as_its_json_files(tmp_path) -> None:

@@ -195,20 +195,3 @@ def write_small(path: str, data: bytes) -> None:
     """Write a small file (a marker, a report) atomically, local or remote."""
     with atomic_write(path) as handle:
         handle.write(data)
-
-
-def read_small(path: str) -> bytes | None:
-    """The contents of a small file, or None when it does not exist."""
-    if not is_url(path):
-        try:
-            with open(local_path(path), "rb") as handle:
-                return handle.read()
-        except FileNotFoundError:
-            return None
-    from feedline.io import NotFoundError, open_object
-
-    store, name = open_object(path)
-    try:
-        return store.read_bytes(name)
-    except NotFoundError:
-        return None

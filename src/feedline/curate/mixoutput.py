@@ -29,6 +29,7 @@ from feedline.curate.mixconfig import StreamConfig
 from feedline.curate.runtime import DOCUMENTS_SEGMENT
 from feedline.io.atomic import fsync_dir, remove_stale_temps
 from feedline.io.paths import is_url
+from feedline.io.small import read_small
 
 SUMMARY_FOLDER = ".feedline-mix"
 EXTENSIONS = {"gz": ".jsonl.gz", "zst": ".jsonl.zst", "": ".jsonl"}
@@ -50,7 +51,7 @@ def _shard_names(stream: StreamConfig) -> re.Pattern[str]:
 
 def owned_shards(stream: StreamConfig) -> set[str]:
     """File names (in ``output.path``) of the shards the stream's previous finished mix wrote."""
-    data = files.read_small(summary_path(stream))
+    data = read_small(summary_path(stream))
     try:
         shards = json.loads(data)["shards"] if data else []
     except (ValueError, KeyError, TypeError):

@@ -20,6 +20,7 @@ import orjson
 
 from feedline.io import atomic_write
 from feedline.io.paths import is_url, local_path
+from feedline.io.small import read_small
 
 __all__ = ["DoneMarker", "params_digest"]
 
@@ -27,24 +28,6 @@ __all__ = ["DoneMarker", "params_digest"]
 def params_digest(params: Any) -> str:
     """A short stable digest of JSON-able parameters (key order does not matter)."""
     return hashlib.sha256(orjson.dumps(params, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
-
-
-def _read(path: str) -> bytes | None:
-    if not is_url(path):
-        try:
-            with open(local_path(path), "rb") as handle:
-                return handle.read()
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-    from feedline.io import NotFoundError, open_object
-
-    store, name = open_object(path)
-    try:
-        return store.read_bytes(name)
-    except NotFoundError:
-        return None
-    finally:
-        store.close()
 
 
 @dataclass(frozen=True)
@@ -58,7 +41,7 @@ class DoneMarker:
     def read(self) -> dict[str, Any] | None:
         """What the finished task recorded, or None: no marker, an unreadable one, or one written
         under other parameters (all three mean "not done")."""
-        data = _read(self.path)
+        data = read_small(self.path)
         if data is None:
             return None
         try:

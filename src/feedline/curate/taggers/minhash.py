@@ -32,6 +32,7 @@ from feedline.curate.errors import CurateError
 from feedline.curate.model import DocResult, Document, Span
 from feedline.curate.registry import add_tagger
 from feedline.curate.taggers.base import BaseTagger
+from feedline.io.small import read_small
 
 _KEPT, _EXACT, _NEAR = 0, 1, 2
 
@@ -101,7 +102,7 @@ class MinHashNearDup(BaseTagger):
         ordered = sorted(sources)
         meta = {"sources": ordered, "sizes": [files.size_of(s) for s in ordered], **cls._config()}
         path = cls.verdicts_path(workdir)
-        saved = files.read_small(path)
+        saved = read_small(path)
         if saved is not None:
             try:
                 if CorpusVerdicts.from_bytes(saved).meta == meta:
@@ -137,7 +138,7 @@ class MinHashNearDup(BaseTagger):
         if workdir is None:
             raise CurateError(f"{self.name} needs the corpus pass of a tag run (feedline tag / run_tag)")
         if self._verdicts is None:
-            data = files.read_small(self.verdicts_path(workdir))
+            data = read_small(self.verdicts_path(workdir))
             if data is None:
                 raise CurateError(f"{self.verdicts_path(workdir)}: corpus verdicts missing; rerun the job")
             self._verdicts = CorpusVerdicts.from_bytes(data)
