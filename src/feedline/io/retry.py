@@ -21,13 +21,14 @@ one line says when it answered again; that first success also wakes the calls pa
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -119,6 +120,20 @@ def remaining(limit: float) -> float:
     return max(0.01, min(limit, end - time.monotonic()))
 
 
+_QUIET: contextvars.ContextVar[bool] = contextvars.ContextVar("feedline_quiet_outages", default=False)
+
+
+@contextlib.contextmanager
+def quiet_outages() -> Iterator[None]:
+    """No outage warning from the calls made in this context: for a probe that reports its own
+    failure in one line (``feedline train``'s source check), a warning first would be a second."""
+    token = _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
+
+
 class _Outages:
     """Per store: when its current run of failures began, and its latest failure.
     Process-wide, thread-safe.
@@ -149,7 +164,7 @@ class _Outages:
             if new:
                 began = now
             self._runs[store] = (began, now)
-        if new:
+        if new and not _QUIET.get():
             log.warning(
                 "store %s unreachable (%s); retrying for up to %g s", store, _cause(store, exc), outage_s
             )

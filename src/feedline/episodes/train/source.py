@@ -17,6 +17,7 @@ from feedline.episodes.errors import TrainError
 from feedline.io import open_store
 from feedline.io.errors import AccessDeniedError, NotFoundError
 from feedline.io.redact import redact_url
+from feedline.io.retry import quiet_outages
 
 __all__ = ["CHECK_TIMEOUT_S", "check_source", "source_url"]
 
@@ -51,7 +52,10 @@ def check_source(
 
     def stat() -> None:
         try:
-            open_store(url, **dict(storage_options or {})).stat(INFO_PATH)
+            with quiet_outages():  # this check reports a dead endpoint itself, in one line
+                store = open_store(url, **dict(storage_options or {}))
+                store.set_outage_s(timeout_s)  # and stops retrying when it gives up waiting
+                store.stat(INFO_PATH)
             outcome["error"] = None
         except BaseException as exc:  # reported on the calling thread
             outcome["error"] = exc
