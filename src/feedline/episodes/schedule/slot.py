@@ -5,6 +5,10 @@ decoders) and split between the rank's DataLoader workers; ``num_workers=0`` sti
 one (in-process) worker. Each split used to write ``max(1, num_workers)`` itself, so "how many
 parts" and "what is one part's share" are answered here once, and the one "episode too large"
 check (:func:`check_episode_sizes`) compares an episode with the share it must fit.
+
+With ``replication=N`` (tensor or context parallelism) N consecutive ranks read the same
+samples: the plan, the pools and resume see ``world_size // N`` *data ranks* and this rank's
+``rank // N`` (:func:`data_parallel_group`), so ownership and exact coverage count groups.
 """
 
 from __future__ import annotations
@@ -15,12 +19,24 @@ from dataclasses import dataclass
 from feedline.episodes.errors import EpisodeTooLargeError, StreamingError
 from feedline.validate import check_int
 
-__all__ = ["WorkerSlot", "check_episode_sizes", "worker_parts"]
+__all__ = ["WorkerSlot", "check_episode_sizes", "data_parallel_group", "worker_parts"]
 
 
 def worker_parts(num_workers: int) -> int:
     """How many parts a rank's work is split into: its DataLoader workers, or one in process."""
     return max(1, num_workers)
+
+
+def data_parallel_group(rank: int, world_size: int, replication: int) -> tuple[int, int]:
+    """(data rank, data world size): ``rank``'s group of ``replication`` consecutive ranks and
+    the number of groups; the planner deals to groups, so the ranks of one group read alike."""
+    check_int("replication", replication, minimum=1, error=StreamingError)
+    if world_size % replication:
+        raise StreamingError(
+            f"world_size {world_size} is not divisible by replication {replication}: "
+            "every data-parallel group needs replication whole ranks"
+        )
+    return rank // replication, world_size // replication
 
 
 @dataclass(frozen=True)
@@ -32,12 +48,14 @@ class WorkerSlot:
         world_size: the number of ranks. Default 1.
         num_workers: the rank's DataLoader workers (0: one worker, in process). Default 0.
         worker_id: the DataLoader worker (0 in process). Default 0.
+        replication: consecutive ranks that read the same samples. Default 1.
     """
 
     rank: int = 0
     world_size: int = 1
     num_workers: int = 0
     worker_id: int = 0
+    replication: int = 1
 
     def __post_init__(self) -> None:
         for name, minimum in (("world_size", 1), ("rank", 0), ("num_workers", 0), ("worker_id", 0)):
@@ -48,6 +66,17 @@ class WorkerSlot:
             raise StreamingError(
                 f"worker {self.worker_id} is not in range for num_workers {self.num_workers}"
             )
+        data_parallel_group(self.rank, self.world_size, self.replication)
+
+    @property
+    def data_rank(self) -> int:
+        """The data-parallel group this rank reads for: the rank the plan and resume see."""
+        return data_parallel_group(self.rank, self.world_size, self.replication)[0]
+
+    @property
+    def data_world_size(self) -> int:
+        """Data-parallel groups: the world size the plan and resume see."""
+        return data_parallel_group(self.rank, self.world_size, self.replication)[1]
 
     @property
     def parts(self) -> int:
