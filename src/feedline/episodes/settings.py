@@ -164,6 +164,7 @@ class StreamingSettings:
         seed: the order seed; ``None`` is :data:`NONE_SEED` (stored resolved).
         allow_order_change: resume under other order settings at an epoch boundary.
         outage_s: how long the store may fail (refused, reset, 5xx, 429) before the epoch stops.
+        replication: consecutive ranks that read identical samples (one data-parallel group).
     """
 
     episode_pool_size: int = _row(
@@ -218,6 +219,10 @@ class StreamingSettings:
         help="how long the store may be unreachable or failing (refused or reset connections, "
              "timeouts, 5xx, 429, S3 SlowDown) while reads are retried with backoff; past it "
              "the epoch stops with an error naming the store")
+    replication: int = _row(
+        1, kind=int, minimum=1, unit="ranks", flag=_POOL_FLAG + "replication",
+        help="consecutive ranks that read the same samples (tensor or context parallelism); "
+             "ownership and coverage count the world size / N data-parallel groups")
 
     def __post_init__(self) -> None:
         for row in self.rows():  # the one validation of every setting, in table order

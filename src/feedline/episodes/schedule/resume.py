@@ -109,11 +109,14 @@ class ResumeSettings:
         strategy: the pool strategy's name.
         pool_settings: every pool knob that changes the schedule: the pool size and, when the
             pool admits by bytes, the byte budget (prefetch depth and decode threads do not).
-        world_size: number of ranks.
+        world_size: number of data ranks: the world size over ``replication`` (the ranks the
+            plan deals to).
         batch_size: the DataLoader's batch size.
         num_workers: the DataLoader's workers (0: in process).
         drop_last: whether each worker drops its last partial batch.
         sampler_identity: :func:`sampler_identity` of the selected episodes.
+        replication: ranks per data rank, recorded for the reader; not compared, since the
+            data ranks alone fix the order. Default 1 (checkpoints from before it: 1).
     """
 
     seed: int
@@ -124,17 +127,19 @@ class ResumeSettings:
     num_workers: int
     drop_last: bool
     sampler_identity: str
+    replication: int = 1
 
     @classmethod
     def for_reader(
         cls, settings: StreamingSettings, *, world_size: int, batch_size: int, num_workers: int,
         drop_last: bool, sampler_identity: str,
     ) -> ResumeSettings:
-        """A reader's order settings (from its settings table) under a DataLoader's batching."""
+        """A reader's order settings (from its settings table) under a DataLoader's batching;
+        ``world_size`` is the reader's data world size (its data-parallel groups)."""
         return cls(
             **settings.order_settings(), world_size=world_size, batch_size=int(batch_size),
             num_workers=int(num_workers), drop_last=bool(drop_last),
-            sampler_identity=sampler_identity,
+            sampler_identity=sampler_identity, replication=settings.replication,
         )
 
     @property
@@ -160,7 +165,7 @@ class ResumeState(ResumeSettings):
 
     Args:
         epoch: the epoch the training loop was in. Default 0.
-        rank: the rank that took the checkpoint. Default 0.
+        rank: the data rank (data-parallel group) that took the checkpoint. Default 0.
         batches_consumed_on_rank: batches of ``epoch`` the loop took on that rank. Default 0.
         samples_consumed_on_rank: samples in those batches (a consistency check). Default 0.
         history: the topologies ``epoch`` ran under before this one, as
@@ -186,7 +191,8 @@ class ResumeState(ResumeSettings):
         if not version_checked:
             check_state_version(state, STATE_VERSION, stage=STATE_STAGE)
         names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in state and n not in ("extra", "history")]
+        optional = ("extra", "history", "replication")
+        missing = [n for n in names if n not in state and n not in optional]
         if missing:
             raise ResumeMismatchError(f"episode reader state lacks {', '.join(missing)}")
         return cls(**{n: state[n] for n in names if n in state})
@@ -278,13 +284,15 @@ class ResumePosition:
 
 #: The settings a resume may change in the middle of an epoch (elastic resume).
 TOPOLOGY = ("world_size", "num_workers", "batch_size", "drop_last")
+#: Recorded but not compared: at the same data world size another replication reads the same.
+UNCOMPARED = ("replication",)
 
 
 def _differences(saved: ResumeSettings, current: ResumeSettings) -> list[tuple[str, str]]:
     return [
         (f.name, f"{f.name} (checkpoint {getattr(saved, f.name)!r}, now {getattr(current, f.name)!r})")
         for f in fields(ResumeSettings)
-        if getattr(saved, f.name) != getattr(current, f.name)
+        if f.name not in UNCOMPARED and getattr(saved, f.name) != getattr(current, f.name)
     ]
 
 
@@ -418,7 +426,7 @@ class ConsumptionTracker(Stateful):
     Args:
         settings: the run's order and batching settings.
         episode_lengths: frames per selected episode (by episode index).
-        rank: this rank.
+        rank: this rank's data rank (its data-parallel group; the rank without replication).
         epoch: the epoch the loop starts in. Default 0.
         allow_order_change: accept a checkpoint of other order settings at the nearest epoch
             boundary instead of refusing it. Default ``False``.

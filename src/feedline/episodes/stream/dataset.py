@@ -168,7 +168,8 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         rank: this process's rank. Default ``None``: from ``torch.distributed`` when
             initialised, else the ``RANK`` environment variable, else 0.
         world_size: number of ranks. Default ``None``: from ``torch.distributed`` when
-            initialised, else ``WORLD_SIZE``, else 1. Each rank needs at least one episode.
+            initialised, else ``WORLD_SIZE``, else 1. Each data-parallel group needs at least
+            one episode.
         allow_order_change: resume from a checkpoint taken with other order settings (seed,
             strategy, pool) at the nearest epoch boundary, with a warning, instead of refusing
             it. Another world size, batch size or worker count needs no flag: it resumes
@@ -177,6 +178,10 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             while every read is retried with capped, jittered backoff: the epoch resumes with the
             same samples when it answers again, after one warning per process; past it the
             epoch stops with one line naming the store. Default 60.
+        replication: N consecutive ranks (``rank // N`` alike) read identical samples, for
+            tensor or context parallelism (MosaicML Streaming's ``replication``): the plan,
+            exact coverage and the checkpoint count the ``world_size // N`` data-parallel
+            groups. ``world_size`` must be divisible by N. Default 1.
         **source_options: the arguments of :class:`~feedline.episodes.dataset.EpisodeDataset`
             (``root``, ``repo_type``, ``revision``, ``episodes``, ``delta_timestamps``,
             ``tolerance_s``, ``return_uint8``, ``storage_options``, ``sidecar_lock_timeout_s``),
@@ -205,6 +210,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         world_size: int | None = None,
         allow_order_change: bool = DEFAULTS.allow_order_change,
         outage_s: float = DEFAULTS.outage_s,
+        replication: int = DEFAULTS.replication,
         **source_options: Any,
     ) -> None:
         self.settings = StreamingSettings(  # settings first: no I/O yet
@@ -214,14 +220,22 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             decoded_cache_gb=decoded_cache_gb,
             decoder_cache_size=source_options.get("decoder_cache_size"),
             max_num_shards=max_num_shards, seed=seed, allow_order_change=allow_order_change,
-            outage_s=outage_s,
+            outage_s=outage_s, replication=replication,
         )
         if rank is None and world_size is None:
             rank, world_size = resolve_rank_and_world()
         #: This rank's place; each worker's is this with its ``num_workers`` and ``worker_id``.
         self.slot = WorkerSlot(
-            rank=0 if rank is None else rank, world_size=1 if world_size is None else world_size
+            rank=0 if rank is None else rank, world_size=1 if world_size is None else world_size,
+            replication=self.settings.replication,
         )
+        if self.settings.replication > 1:
+            log.info(
+                "replication %d: rank %d reads the samples of data-parallel group %d of %d "
+                "(ranks %d..%d)", self.settings.replication, self.rank, self.data_rank,
+                self.data_world_size, self.data_rank * self.settings.replication,
+                (self.data_rank + 1) * self.settings.replication - 1,
+            )
         super().__init__(repo_id, **source_options)
 
         table = self.episode_table
@@ -240,7 +254,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             self.rank_budget_bytes, self.episode_bytes,
         )
         plan_shards_arrays(  # fail now, not in a worker, when ranks outnumber episodes
-            self.episode_lengths, world_size=self.world_size, num_workers=0, seed=self.seed,
+            self.episode_lengths, world_size=self.data_world_size, num_workers=0, seed=self.seed,
             epoch=0,
         )
         self.epoch = 0
@@ -272,6 +286,17 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         return self.slot.world_size
 
     @property
+    def data_rank(self) -> int:
+        """The data-parallel group this rank reads for (``rank // replication``): the rank the
+        plan, the pools and the checkpoint count."""
+        return self.slot.data_rank
+
+    @property
+    def data_world_size(self) -> int:
+        """Data-parallel groups (``world_size // replication``): the world the plan deals to."""
+        return self.slot.data_world_size
+
+    @property
     def rank_budget_bytes(self) -> int:
         """``byte_budget_gb`` in bytes: the budget of this rank, shared by its workers."""
         return self.settings.byte_budget_bytes
@@ -291,19 +316,19 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
     def resume_settings(self, batch_size: int, num_workers: int, drop_last: bool) -> ResumeSettings:
         """Everything that fixes this rank's order and batches under a DataLoader's settings."""
         return ResumeSettings.for_reader(
-            self.settings, world_size=self.world_size, batch_size=batch_size,
+            self.settings, world_size=self.data_world_size, batch_size=batch_size,
             num_workers=num_workers, drop_last=drop_last, sampler_identity=self.sampler_identity,
         )
 
     def _rank_plan(self, epoch: int | None) -> Any:
         return plan_shards_arrays(
-            self.episode_lengths, world_size=self.world_size, num_workers=0, seed=self.seed,
+            self.episode_lengths, world_size=self.data_world_size, num_workers=0, seed=self.seed,
             epoch=self.epoch if epoch is None else epoch,
         )
 
     def rank_frames(self, epoch: int | None = None) -> int:
         """Frames this rank yields in ``epoch`` (default: the current one)."""
-        return self._rank_plan(epoch).report.rank_frames[self.rank]
+        return self._rank_plan(epoch).report.rank_frames[self.data_rank]
 
     def ideal_diversity(
         self, batch_size: int, drop_last: bool = False, epoch: int | None = None, *,
@@ -313,14 +338,14 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         diversity keys of :meth:`metrics`, by simulation
         (:func:`~feedline.episodes.schedule.diversity.ideal_diversity`): the figures to read the
         measured ones against, with the DataLoader's ``batch_size`` and ``drop_last``."""
-        episodes = np.concatenate(self._rank_plan(epoch).parts[self.rank])
+        episodes = np.concatenate(self._rank_plan(epoch).parts[self.data_rank])
         lengths = [self.episode_lengths[int(e)] for e in episodes]
         return ideal_diversity(lengths, batch_size, drop_last=drop_last, rounds=rounds, seed=seed)
 
     def batches_per_rank(
         self, batch_size: int, num_workers: int, drop_last: bool = False, epoch: int | None = None
     ) -> list[int]:
-        """Batches every rank's DataLoader yields in ``epoch``.
+        """Batches every rank's DataLoader yields in ``epoch``, one entry per data-parallel group.
 
         Ranks are balanced by frames, not made equal, so the counts can differ by a few; a DDP
         loop stops every rank at ``min(...)`` so that no rank waits alone in a collective.
@@ -365,7 +390,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         saved = ResumeState.from_dict(state, version_checked=True)
         settings = self.resume_settings(saved.batch_size, saved.num_workers, saved.drop_last)
         position = resume_position(
-            saved, settings, self.episode_lengths, rank=self.rank,
+            saved, settings, self.episode_lengths, rank=self.data_rank,
             allow_order_change=self.allow_order_change, make_pool=self.pool_maker,
         )
         self._pending_state = dict(state)
@@ -390,7 +415,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             raise StreamingError("track(loader) needs a DataLoader over this dataset")
         settings = self.resume_settings(loader.batch_size or 1, loader.num_workers, loader.drop_last)
         tracker = ConsumptionTracker(
-            settings, self.episode_lengths, rank=self.rank, epoch=self.epoch,
+            settings, self.episode_lengths, rank=self.data_rank, epoch=self.epoch,
             allow_order_change=self.allow_order_change, make_pool=self.pool_maker,
         )
         if self._pending_state is not None:
@@ -403,7 +428,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self._diversity.batch_size = loader.batch_size
         report = self._rank_plan(tracker.epoch).report
         self._diversity.begin_epoch(
-            report.rank_episodes[self.rank], report.rank_frames[self.rank],
+            report.rank_episodes[self.data_rank], report.rank_frames[self.data_rank],
             from_start=not any(tracker.position.worker_offsets),
         )
         return self._tracked(loader, tracker)
@@ -502,9 +527,9 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         """The pipeline DataLoader worker ``worker_id`` runs (None when the plan leaves it idle)."""
         due = position.remainder(self.episode_lengths, self.pool_maker)  # None: whole epoch
         plan = plan_shards_arrays(
-            self.episode_lengths if due is None else due.lengths, world_size=self.world_size,
+            self.episode_lengths if due is None else due.lengths, world_size=self.data_world_size,
             num_workers=num_workers, seed=self.seed, epoch=position.epoch,
-        ).parts[self.rank]
+        ).parts[self.data_rank]
         part = position.part_for_worker(worker_id)
         if part >= len(plan):
             return None
@@ -516,7 +541,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         )
         cache.check_sizes({ep: self.episode_bytes[ep] for ep in order})
         pool = self.pool_maker(
-            order, epoch=position.epoch, rank=self.rank, part=part, num_workers=num_workers,
+            order, epoch=position.epoch, rank=self.data_rank, part=part, num_workers=num_workers,
             remainder=due,
         )
         pool.skip(position.offset_for_worker(worker_id))

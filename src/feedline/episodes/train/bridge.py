@@ -221,9 +221,9 @@ class StreamingBridge:
             use_imagenet_stats(meta)
 
         owned = plan_shards_arrays(
-            dataset.episode_lengths, world_size=dataset.world_size, num_workers=0,
+            dataset.episode_lengths, world_size=dataset.data_world_size, num_workers=0,
             seed=dataset.seed, epoch=dataset.epoch,
-        ).report.rank_episodes[dataset.rank]
+        ).report.rank_episodes[dataset.data_rank]
         if cfg.num_workers > owned:
             log.info("rank %d owns %d episode(s): --num_workers %d -> %d",
                      dataset.rank, owned, cfg.num_workers, owned)
