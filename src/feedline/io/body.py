@@ -143,12 +143,19 @@ def file_body(
     url: str, handle: IO[bytes], offset: int, asked: ObjectValidator | None, seen: ObjectValidator
 ) -> Body:
     """A body over a seekable file ``handle`` of the object ``seen``: from ``offset`` when it is
-    still the object ``asked`` describes, else from 0. The caller closes ``handle`` on error."""
-    why = restart_reason(offset, asked, seen)
-    start = 0 if why else offset
-    if seen.size is not None and start > seen.size:
-        raise RangeError(f"{url}: resume offset {start} past the object's {seen.size} bytes", seen.size)
-    handle.seek(start)
+    still the object ``asked`` describes, else from 0. On failure ``handle`` is closed and the
+    error is the I/O layer's (:func:`read_error`), so no store repeats that cleanup."""
+    try:
+        why = restart_reason(offset, asked, seen)
+        start = 0 if why else offset
+        if seen.size is not None and start > seen.size:
+            raise RangeError(f"{url}: resume offset {start} past the object's {seen.size} bytes", seen.size)
+        handle.seek(start)
+    except BaseException as exc:
+        handle.close()
+        if isinstance(exc, Exception):
+            raise read_error(url, exc) from None
+        raise
     readinto: Callable[[memoryview], int] = handle.readinto  # type: ignore[attr-defined]
 
     def reader(view: memoryview) -> int:

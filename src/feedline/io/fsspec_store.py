@@ -277,12 +277,12 @@ class FsspecStore(Store):
             # the store's fingerprint, so a resume can tell the same object from another.
             etag = details.get("ETag") or details.get("etag") or self.stat(path).fingerprint
             seen = ObjectValidator(int(details["size"]), etag, None, details.get("VersionId"))
-            return file_body(url, handle, offset, validator, seen)
         except BaseException as exc:
             handle.close()
             if isinstance(exc, Exception):
                 raise read_error(url, exc) from None
             raise
+        return file_body(url, handle, offset, validator, seen)
 
     def write_bytes(self, path: str, data: bytes) -> None:
         """One PUT: object stores install a whole object or nothing."""

@@ -111,13 +111,7 @@ class Store(ABC):
             handle = self.open(path)
         except Exception as exc:  # noqa: BLE001 - sorted into not-found / denied / transient
             raise read_error(url, exc) from None
-        try:
-            return file_body(url, handle, offset, validator, seen)
-        except BaseException as exc:
-            handle.close()
-            if isinstance(exc, Exception):
-                raise read_error(url, exc) from None
-            raise
+        return file_body(url, handle, offset, validator, seen)
 
     def read_ranges(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Many ranges of one object, at most :attr:`max_connections` in flight."""
