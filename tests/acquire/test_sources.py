@@ -15,23 +15,12 @@ from feedline.acquire.checkpoint import Checkpoint
 from feedline.acquire.errors import DownloadError
 from feedline.acquire.sources import FolderStores, Source, open_source
 from feedline.io import RangeError, TransientError
+from tests.io.bodies import read_all
 from tests.io.http.access_log import requests_for
 from tests.io.http.misbehaving import Answer, run_misbehaving
 
 PAYLOAD = os.urandom(1_000_000)
 HALF = len(PAYLOAD) // 2
-
-
-def read_all(body) -> bytes:
-    out = bytearray()
-    buffer = memoryview(bytearray(64 << 10))
-    while True:
-        n = body.readinto(buffer)
-        if not n:
-            break
-        out += buffer[:n]
-    body.close()
-    return bytes(out)
 
 
 def checkpoint(source, offset: int, **validators) -> Checkpoint:

@@ -15,19 +15,11 @@ from feedline.io import (
     StoreUnavailableError,
     open_store,
 )
+from tests.io.bodies import read_all
 from tests.servers import free_port, run_fault_proxy
 
 PAYLOAD = os.urandom(1_000_000)
 HALF = len(PAYLOAD) // 2
-
-
-def read_all(body) -> bytes:
-    out = bytearray()
-    buffer = memoryview(bytearray(64 << 10))
-    while n := body.readinto(buffer):
-        out += buffer[:n]
-    body.close()
-    return bytes(out)
 
 
 def test_s3_resumes_only_the_object_of_the_etag(s3_server) -> None:

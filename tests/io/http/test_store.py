@@ -15,20 +15,12 @@ from feedline.io import (
     TransientError,
     open_store,
 )
+from tests.io.bodies import read_all
 from tests.io.http.access_log import requests_for
 from tests.io.http.misbehaving import Answer, run_misbehaving
 
 PAYLOAD = os.urandom(1_000_000)
 HALF = len(PAYLOAD) // 2
-
-
-def read_all(body) -> bytes:
-    out = bytearray()
-    buffer = memoryview(bytearray(64 << 10))
-    while n := body.readinto(buffer):
-        out += buffer[:n]
-    body.close()
-    return bytes(out)
 
 
 @pytest.fixture
