@@ -23,6 +23,7 @@ __all__ = [
     "EpisodeTooLargeError",
     "FrameTimestampError",
     "IndexDamaged",
+    "MixtureError",
     "Mp4Error",
     "ParquetDamaged",
     "PlanError",
@@ -67,6 +68,11 @@ class StreamingError(EpisodesError):
 
 class PlanError(StreamingError):
     """The shard plan cannot be built (e.g. more ranks than selected episodes)."""
+
+
+class MixtureError(StreamingError):
+    """A mixture of sources cannot be built as given (counts, schema, offsets); names the
+    sources involved."""
 
 
 class EpisodeTooLargeError(StreamingError):

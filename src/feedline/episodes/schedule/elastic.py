@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import astuple, dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -40,11 +41,13 @@ from feedline.episodes.schedule.slot import WorkerSlot, worker_parts
 
 __all__ = [
     "MAX_STAGES",
+    "EpochUnits",
     "PoolMaker",
     "Remainder",
     "Stage",
     "consumed_anchors",
     "consumed_by_worker",
+    "epoch_start",
     "remainder_after",
     "stage_plan",
     "subtract",
@@ -109,6 +112,22 @@ class Remainder:
         """The due frame indices of ``episode``."""
         part = self.frames.get(episode)
         return np.arange(self.lengths[episode], dtype=np.int64) if part is None else part
+
+
+@runtime_checkable
+class EpochUnits(Protocol):
+    """Units that change from epoch to epoch (a mixture's copies and extras windows,
+    :class:`~feedline.episodes.schedule.mixture.MixtureUnits`): ``epoch(n)`` gives epoch ``n``'s."""
+
+    def epoch(self, epoch: int) -> Remainder: ...
+
+
+def epoch_start(units: Mapping[int, int] | EpochUnits, epoch: int) -> Remainder:
+    """Every anchor of ``epoch`` before anything is consumed: the whole of a fixed selection
+    (episode index -> frames), or what an :class:`EpochUnits` gives for that epoch."""
+    if isinstance(units, EpochUnits):
+        return units.epoch(epoch)
+    return Remainder.whole(units)
 
 
 @dataclass(frozen=True)
@@ -222,11 +241,12 @@ def _remove(remainder: Remainder, episodes: np.ndarray, frames: np.ndarray) -> N
 
 
 def remainder_after(
-    episode_lengths: Mapping[int, int], stages: Sequence[Stage], *, seed: int, epoch: int,
-    make_pool: PoolMaker,
+    episode_lengths: Mapping[int, int] | EpochUnits, stages: Sequence[Stage], *, seed: int,
+    epoch: int, make_pool: PoolMaker,
 ) -> Remainder:
-    """The anchors of ``epoch`` still due after ``stages`` ran in turn (see the module docstring)."""
-    remainder = Remainder.whole(episode_lengths)
+    """The anchors of ``epoch`` still due after ``stages`` ran in turn (see the module docstring);
+    ``episode_lengths`` is a fixed selection or the :class:`EpochUnits` of a mixture."""
+    remainder = epoch_start(episode_lengths, epoch)
     for stage in stages:
         if not remainder.lengths:
             break

@@ -44,9 +44,11 @@ import numpy as np
 from feedline.episodes.errors import ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.elastic import (
     MAX_STAGES,
+    EpochUnits,
     PoolMaker,
     Remainder,
     Stage,
+    epoch_start,
     remainder_after,
 )
 from feedline.episodes.schedule.loader import (
@@ -117,6 +119,8 @@ class ResumeSettings:
         sampler_identity: :func:`sampler_identity` of the selected episodes.
         replication: ranks per data rank, recorded for the reader; not compared, since the
             data ranks alone fix the order. Default 1 (checkpoints from before it: 1).
+        mixture: the sources, their quotas and the batching of a mixture, as one line (a
+            changed weight is refused by name). Default empty: one dataset, every frame once.
     """
 
     seed: int
@@ -128,11 +132,12 @@ class ResumeSettings:
     drop_last: bool
     sampler_identity: str
     replication: int = 1
+    mixture: str = ""
 
     @classmethod
     def for_reader(
         cls, settings: StreamingSettings, *, world_size: int, batch_size: int, num_workers: int,
-        drop_last: bool, sampler_identity: str,
+        drop_last: bool, sampler_identity: str, mixture: str = "",
     ) -> ResumeSettings:
         """A reader's order settings (from its settings table) under a DataLoader's batching;
         ``world_size`` is the reader's data world size (its data-parallel groups)."""
@@ -140,6 +145,7 @@ class ResumeSettings:
             **settings.order_settings(), world_size=world_size, batch_size=int(batch_size),
             num_workers=int(num_workers), drop_last=bool(drop_last),
             sampler_identity=sampler_identity, replication=settings.replication,
+            mixture=mixture,
         )
 
     @property
@@ -191,7 +197,7 @@ class ResumeState(ResumeSettings):
         if not version_checked:
             check_state_version(state, STATE_VERSION, stage=STATE_STAGE)
         names = [f.name for f in fields(cls)]
-        optional = ("extra", "history", "replication")
+        optional = ("extra", "history", "replication", "mixture")
         missing = [n for n in names if n not in state and n not in optional]
         if missing:
             raise ResumeMismatchError(f"episode reader state lacks {', '.join(missing)}")
@@ -202,20 +208,25 @@ class ResumeState(ResumeSettings):
         return ResumeSettings(**{f.name: getattr(self, f.name) for f in fields(ResumeSettings)})
 
 
+def _epoch_lengths(units: EpisodeLengths | EpochUnits, epoch: int) -> EpisodeLengths:
+    """The units of ``epoch`` to plan: a fixed selection as it is, a mixture's for ``epoch``."""
+    return units.epoch(epoch).lengths if isinstance(units, EpochUnits) else units
+
+
 def rank_worker_counts(
-    episode_lengths: EpisodeLengths, *, world_size: int, num_workers: int, seed: int, epoch: int,
-    rank: int,
+    episode_lengths: EpisodeLengths | EpochUnits, *, world_size: int, num_workers: int, seed: int,
+    epoch: int, rank: int,
 ) -> list[int]:
     """Anchors per DataLoader worker of ``rank`` (zeros for workers the plan leaves idle)."""
     report = plan_shards_arrays(
-        episode_lengths, world_size=world_size, num_workers=num_workers, seed=seed, epoch=epoch
+        _epoch_lengths(episode_lengths, epoch), world_size=world_size, num_workers=num_workers, seed=seed, epoch=epoch
     ).report
     counts = list(report.worker_frames[rank])
     return counts + [0] * (worker_parts(num_workers) - len(counts))
 
 
 def rank_batch_counts(
-    episode_lengths: EpisodeLengths, settings: ResumeSettings, *, epoch: int
+    episode_lengths: EpisodeLengths | EpochUnits, settings: ResumeSettings, *, epoch: int
 ) -> list[int]:
     """Batches every rank's loader yields in ``epoch``.
 
@@ -223,7 +234,8 @@ def rank_batch_counts(
     a DDP loop must stop every rank at ``min(...)`` (or pad) so no rank waits in a collective.
     """
     plan = plan_shards_arrays(
-        episode_lengths, world_size=settings.world_size, num_workers=settings.num_workers,
+        _epoch_lengths(episode_lengths, epoch), world_size=settings.world_size,
+        num_workers=settings.num_workers,
         seed=settings.seed, epoch=epoch,
     )
     return [
@@ -273,10 +285,13 @@ class ResumePosition:
         return [Stage.from_list(stage) for stage in self.history]
 
     def remainder(
-        self, episode_lengths: Mapping[int, int], make_pool: PoolMaker
+        self, episode_lengths: Mapping[int, int] | EpochUnits, make_pool: PoolMaker
     ) -> Remainder | None:
-        """The anchors of the epoch still due after :attr:`history` (``None``: all of them)."""
+        """The anchors of the epoch still due after :attr:`history` (``None``: every frame of a
+        fixed selection; a mixture's units always come as a remainder)."""
         if not self.history:
+            if isinstance(episode_lengths, EpochUnits):
+                return episode_lengths.epoch(self.epoch)
             return None
         return remainder_after(episode_lengths, self.stages, seed=make_pool.seed,
                                epoch=self.epoch, make_pool=make_pool)
@@ -296,7 +311,9 @@ def _differences(saved: ResumeSettings, current: ResumeSettings) -> list[tuple[s
     ]
 
 
-def _as_lengths(episode_lengths: EpisodeLengths) -> dict[int, int]:
+def _as_lengths(episode_lengths: EpisodeLengths | EpochUnits) -> dict[int, int] | EpochUnits:
+    if isinstance(episode_lengths, EpochUnits):
+        return episode_lengths
     indices, lengths = episode_arrays(episode_lengths)
     return dict(zip(indices.tolist(), lengths.tolist(), strict=True))
 
@@ -304,7 +321,7 @@ def _as_lengths(episode_lengths: EpisodeLengths) -> dict[int, int]:
 def resume_position(
     saved: ResumeState | Mapping[str, Any],
     current: ResumeSettings,
-    episode_lengths: EpisodeLengths,
+    episode_lengths: EpisodeLengths | EpochUnits,
     *,
     rank: int,
     allow_order_change: bool = False,
@@ -330,14 +347,16 @@ def resume_position(
                 "different anchor order"
             )
         return _boundary_position(state, lengths, what, current.parts)
-    make_pool = current.pool_maker(lengths) if make_pool is None else make_pool
+    if make_pool is None:
+        make_pool = current.pool_maker(epoch_start(lengths, epoch).lengths)
     history = tuple(tuple(int(v) for v in stage) for stage in state.history)
     if diffs:
         return _elastic_position(state, current, lengths, history, make_pool)
     position = ResumePosition(epoch, 0, (0,) * current.parts, True, history=history)
     due = position.remainder(lengths, make_pool)
     counts = rank_worker_counts(
-        lengths if due is None else due.lengths, world_size=current.world_size,
+        _epoch_lengths(lengths, epoch) if due is None else due.lengths,
+        world_size=current.world_size,
         num_workers=current.num_workers, seed=current.seed, epoch=epoch, rank=rank,
     )
     per_worker = batches_per_worker(counts, current.batch_size, current.drop_last)
@@ -361,7 +380,7 @@ def resume_position(
 
 
 def _elastic_position(
-    state: ResumeState, current: ResumeSettings, lengths: dict[int, int],
+    state: ResumeState, current: ResumeSettings, lengths: dict[int, int] | EpochUnits,
     history: tuple[tuple[int, ...], ...], make_pool: PoolMaker,
 ) -> ResumePosition:
     """Mid-epoch resume under another topology: the checkpoint's becomes a stage of history."""
@@ -390,7 +409,7 @@ def _elastic_position(
 
 
 def _boundary_position(
-    state: ResumeState, episode_lengths: EpisodeLengths, what: str, parts: int
+    state: ResumeState, episode_lengths: EpisodeLengths | EpochUnits, what: str, parts: int
 ) -> ResumePosition:
     """Nearest epoch boundary of the checkpoint's own run (``allow_order_change=True``)."""
     counts = rank_worker_counts(
@@ -425,7 +444,8 @@ class ConsumptionTracker(Stateful):
 
     Args:
         settings: the run's order and batching settings.
-        episode_lengths: frames per selected episode (by episode index).
+        episode_lengths: frames per selected episode (by episode index), or a mixture's
+            :class:`~feedline.episodes.schedule.elastic.EpochUnits`.
         rank: this rank's data rank (its data-parallel group; the rank without replication).
         epoch: the epoch the loop starts in. Default 0.
         allow_order_change: accept a checkpoint of other order settings at the nearest epoch
@@ -440,7 +460,7 @@ class ConsumptionTracker(Stateful):
     def __init__(
         self,
         settings: ResumeSettings,
-        episode_lengths: EpisodeLengths,
+        episode_lengths: EpisodeLengths | EpochUnits,
         *,
         rank: int,
         epoch: int = 0,
