@@ -268,7 +268,7 @@ def test_an_episode_over_the_budget_fails_before_any_fetch(av1_dataset, monkeypa
     fetched = []
     real = payload_module.fetch_episode
     monkeypatch.setattr(
-        "feedline.episodes.stream.dataset.fetch_episode",
+        "feedline.episodes.stream.source.fetch_episode",
         lambda *a, **kw: fetched.append(a[-1].episode_index) or real(*a, **kw),
     )
     big = max(sizes, key=sizes.get)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any
 
@@ -41,7 +41,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from feedline.episodes.base import EpisodeDatasetBase
-from feedline.episodes.errors import ResumeMismatchError, StreamingError
+from feedline.episodes.errors import MixtureError, ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.admission import EpisodeByteCache
 from feedline.episodes.schedule.diversity import BatchDiversity, DiversityReport, ideal_diversity
 from feedline.episodes.schedule.elastic import PoolMaker
@@ -55,21 +55,16 @@ from feedline.episodes.schedule.resume import (
     ResumeState,
     rank_batch_counts,
     resume_position,
-    sampler_identity,
 )
 from feedline.episodes.schedule.slot import WorkerSlot
 from feedline.episodes.schedule.state import Stateful
 from feedline.episodes.settings import DEFAULTS, StreamingSettings
+from feedline.episodes.sources import Mixture, Source
 from feedline.episodes.stream.board import WorkerBoard
 from feedline.episodes.stream.decoded import MAX_CURSORS_PER_SLOT, DecodedFrames
-from feedline.episodes.stream.payload import (
-    EpisodePayload,
-    episode_spans,
-    fetch_episode,
-    parquet_episode_bytes,
-    parquet_footers,
-)
+from feedline.episodes.stream.feed import MixtureFeed, SingleFeed, open_mixture
 from feedline.episodes.stream.pipeline import EpisodePipeline
+from feedline.episodes.stream.source import StreamSource
 
 __all__ = ["StreamingEpisodeDataset"]
 
@@ -97,25 +92,18 @@ def _warn_in_process_threads() -> None:
 _SETTING_NAMES = frozenset(f.name for f in fields(StreamingSettings))
 
 
-def _fetch(
-    store: Any, reader: Any, table: Any, spans: Mapping[int, Any], footers: Any,
-    decoded: DecodedFrames, tolerance_s: float, episode: int,
-) -> EpisodePayload:
-    """One episode fetched by a worker's pipeline, decoding into the worker's frame memory."""
-    return fetch_episode(
-        store, reader, table, spans[episode], footers, decoded=decoded, tolerance_s=tolerance_s
-    )
-
-
-def _assemble(spec: Any, payload: EpisodePayload, frame: int) -> dict[str, Any]:
-    return payload.sample(spec, frame)
+def _numpy(value: Any) -> Any:
+    return value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
 
 
 def _batch_episodes(batch: Any) -> Any:
-    """A batch's episode indices (``None`` when a custom collate left them out)."""
+    """A batch's episodes (``None`` when a custom collate left them out); in a mixture, the
+    pair (source, episode) as one integer, since sources share episode indices."""
     if isinstance(batch, Mapping) and "episode_index" in batch:
-        episodes = batch["episode_index"]
-        return episodes.numpy() if isinstance(episodes, torch.Tensor) else episodes
+        episodes = _numpy(batch["episode_index"]).astype(np.int64)
+        if "dataset_index" in batch:
+            episodes = episodes + (_numpy(batch["dataset_index"]).astype(np.int64) << 32)
+        return episodes
     return None
 
 
@@ -211,6 +199,9 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         allow_order_change: bool = DEFAULTS.allow_order_change,
         outage_s: float = DEFAULTS.outage_s,
         replication: int = DEFAULTS.replication,
+        sources: Sequence[Source | Mapping[str, Any] | str] | Mixture | None = None,
+        epoch_size: int | None = None,
+        batching: str = "random",
         **source_options: Any,
     ) -> None:
         self.settings = StreamingSettings(  # settings first: no I/O yet
@@ -236,26 +227,31 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
                 self.data_world_size, self.data_rank * self.settings.replication,
                 (self.data_rank + 1) * self.settings.replication - 1,
             )
-        super().__init__(repo_id, **source_options)
-
-        table = self.episode_table
-        self.episode_lengths: dict[int, int] = {
-            int(e): int(n) for e, n in zip(table.episode_index, table.length, strict=True)
-        }
-        self.parquet_footers = parquet_footers(self.store, table)  # read once, shipped to workers
-        parquet = parquet_episode_bytes(self.store, table, self.parquet_footers)
-        self.spans = episode_spans(table, self.frame_reader(), self.fps, parquet, self.tolerance_s)
-        self.episode_bytes: dict[int, int] = {ep: s.nbytes for ep, s in self.spans.items()}
+        if sources is None:
+            if epoch_size is not None or batching != "random":
+                raise MixtureError("epoch_size and batching apply to a mixture: pass sources=[...]")
+            super().__init__(repo_id, **source_options)
+            self.feed: SingleFeed | MixtureFeed = SingleFeed(StreamSource(self))
+            source = self.feed.source
+            self.episode_lengths: dict[int, int] = source.episode_lengths
+            self.parquet_footers = source.parquet_footers
+            self.spans = source.spans
+        else:
+            if repo_id is not None:
+                raise MixtureError("give the datasets as repo_id/root or as sources=[...], not both")
+            self.feed = open_mixture(self, sources, epoch_size, batching, source_options)
+        #: Payload bytes per unit (per episode of one dataset).
+        self.episode_bytes: Mapping[int, int] = self.feed.unit_bytes
         self.slot.check_fits(self.episode_bytes, self.rank_budget_bytes)  # before any fetch
-        self.sampler_identity = sampler_identity(self.episode_lengths, self.episode_bytes)
+        self.sampler_identity = self.feed.identity
         #: How every worker builds its pool; the resume replay of an earlier topology uses it too.
         self.pool_maker = PoolMaker(
             self.sampling_strategy, self.episode_pool_size, self.seed, self.episode_lengths,
             self.rank_budget_bytes, self.episode_bytes,
         )
         plan_shards_arrays(  # fail now, not in a worker, when ranks outnumber episodes
-            self.episode_lengths, world_size=self.data_world_size, num_workers=0, seed=self.seed,
-            epoch=0,
+            self.feed.epoch_lengths(0), world_size=self.data_world_size, num_workers=0,
+            seed=self.seed, epoch=0,
         )
         self.epoch = 0
         self._tracker: ConsumptionTracker | None = None
@@ -263,6 +259,15 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self._position: ResumePosition | None = None
         self._board = WorkerBoard()
         self._diversity = BatchDiversity()  # counted in the training process, per batch taken
+
+    @property
+    def num_episodes(self) -> int:
+        return sum(len(s.episode_lengths) for s in self.feed.sources)
+
+    @property
+    def mixture(self) -> Mixture | None:
+        """The sources and mixture-wide settings (``None``: one dataset)."""
+        return getattr(self.feed, "mixture", None)
 
     # ---- settings --------------------------------------------------------------------------
     @property
@@ -318,12 +323,14 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         return ResumeSettings.for_reader(
             self.settings, world_size=self.data_world_size, batch_size=batch_size,
             num_workers=num_workers, drop_last=drop_last, sampler_identity=self.sampler_identity,
+            mixture=self.feed.description,
         )
 
     def _rank_plan(self, epoch: int | None) -> Any:
+        epoch = self.epoch if epoch is None else epoch
         return plan_shards_arrays(
-            self.episode_lengths, world_size=self.data_world_size, num_workers=0, seed=self.seed,
-            epoch=self.epoch if epoch is None else epoch,
+            self.feed.epoch_lengths(epoch), world_size=self.data_world_size, num_workers=0,
+            seed=self.seed, epoch=epoch,
         )
 
     def rank_frames(self, epoch: int | None = None) -> int:
@@ -339,7 +346,8 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         (:func:`~feedline.episodes.schedule.diversity.ideal_diversity`): the figures to read the
         measured ones against, with the DataLoader's ``batch_size`` and ``drop_last``."""
         episodes = np.concatenate(self._rank_plan(epoch).parts[self.data_rank])
-        lengths = [self.episode_lengths[int(e)] for e in episodes]
+        due = self.feed.epoch_lengths(self.epoch if epoch is None else epoch)
+        lengths = [due[int(e)] for e in episodes]
         return ideal_diversity(lengths, batch_size, drop_last=drop_last, rounds=rounds, seed=seed)
 
     def batches_per_rank(
@@ -351,7 +359,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         loop stops every rank at ``min(...)`` so that no rank waits alone in a collective.
         """
         return rank_batch_counts(
-            self.episode_lengths, self.resume_settings(batch_size, num_workers, drop_last),
+            self.feed.units, self.resume_settings(batch_size, num_workers, drop_last),
             epoch=self.epoch if epoch is None else epoch,
         )
 
@@ -390,7 +398,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         saved = ResumeState.from_dict(state, version_checked=True)
         settings = self.resume_settings(saved.batch_size, saved.num_workers, saved.drop_last)
         position = resume_position(
-            saved, settings, self.episode_lengths, rank=self.data_rank,
+            saved, settings, self.feed.units, rank=self.data_rank,
             allow_order_change=self.allow_order_change, make_pool=self.pool_maker,
         )
         self._pending_state = dict(state)
@@ -415,7 +423,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             raise StreamingError("track(loader) needs a DataLoader over this dataset")
         settings = self.resume_settings(loader.batch_size or 1, loader.num_workers, loader.drop_last)
         tracker = ConsumptionTracker(
-            settings, self.episode_lengths, rank=self.data_rank, epoch=self.epoch,
+            settings, self.feed.units, rank=self.data_rank, epoch=self.epoch,
             allow_order_change=self.allow_order_change, make_pool=self.pool_maker,
         )
         if self._pending_state is not None:
@@ -483,7 +491,10 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
     # ---- pickling: the board's shared memory travels only to spawned/forked workers ----------
 
     def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
+        if isinstance(self.feed, MixtureFeed):  # each source drops its own store
+            state = self.__dict__.copy()
+        else:
+            state = super().__getstate__()
         state["_tracker"] = None
         return state
 
@@ -525,7 +536,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self, position: ResumePosition, num_workers: int, worker_id: int
     ) -> EpisodePipeline | None:
         """The pipeline DataLoader worker ``worker_id`` runs (None when the plan leaves it idle)."""
-        due = position.remainder(self.episode_lengths, self.pool_maker)  # None: whole epoch
+        due = position.remainder(self.feed.units, self.pool_maker)  # None: every frame once
         plan = plan_shards_arrays(
             self.episode_lengths if due is None else due.lengths, world_size=self.data_world_size,
             num_workers=num_workers, seed=self.seed, epoch=position.epoch,
@@ -550,20 +561,14 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             slot.share(self.settings.decoded_cache_bytes, minimum=0),
             slot.share(self.decoders_per_rank),
         )
-        fetch = functools.partial(
-            _fetch, self.store, self.frame_reader(), self.episode_table, self.spans,
-            self.parquet_footers, decoded, self.tolerance_s,
-        )
+        fetch = functools.partial(self.feed.fetch, decoded)
         return EpisodePipeline(
             episodes, frames, order, self.episode_bytes, fetch=fetch,
-            assemble=functools.partial(_assemble, self._decode_spec()), cache=cache,
+            assemble=self.feed.assemble, cache=cache,
             max_num_shards=self.max_num_shards, decode_threads=self.decode_threads,
             decoded_queue_size=self.decoded_queue_size, finish=self._transform,
             decoded=decoded.counters,  # published with the pipeline's own metrics
         )
-
-    def _decode_spec(self) -> Any:
-        return replace(self.sample_spec, image_transforms=None)  # transforms: consumer thread
 
     def _transform(self, item: dict[str, Any]) -> dict[str, Any]:
         if self.image_transforms is not None:

@@ -157,6 +157,7 @@ class EpisodePayload:
         outside_fetches: frames a sample needed outside the fetched spans, read with
             :meth:`VideoFrameReader.frames_at <feedline.episodes.video.frames.VideoFrameReader.frames_at>`;
             should stay 0. Default 0.
+        source: the ``dataset_index`` of the source it came from (a mixture's). Default 0.
     """
 
     data: EpisodeData
@@ -168,6 +169,7 @@ class EpisodePayload:
     _cameras: dict[str, CameraFrames] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     outside_fetches: int = 0
+    source: int = 0
     _closed: bool = field(default=False, repr=False)
     _windows: EpisodeWindows | None = field(default=None, repr=False)
     _tick_of: dict[tuple[str, float], dict[float, int]] = field(default_factory=dict, repr=False)

@@ -126,14 +126,14 @@ def decode_identity(rgb: np.ndarray | object) -> tuple[int, int, int]:
     return camera, episode, frame
 
 
-def state_vector(episode: int, frame: int) -> np.ndarray:
+def state_vector(episode: int, frame: int, dim: int = STATE_DIM) -> np.ndarray:
     """``observation.state`` of a row: ``episode*1000 + frame + j/8`` (exact in float32)."""
-    return (episode * 1000 + frame + np.arange(STATE_DIM) / 8).astype(np.float32)
+    return (episode * 1000 + frame + np.arange(dim) / 8).astype(np.float32)
 
 
-def action_vector(episode: int, frame: int) -> np.ndarray:
+def action_vector(episode: int, frame: int, dim: int = STATE_DIM) -> np.ndarray:
     """``action`` of a row: the state plus one half, so both columns are identifiable."""
-    return state_vector(episode, frame) + np.float32(0.5)
+    return state_vector(episode, frame, dim) + np.float32(0.5)
 
 
 def row_identity(vector: np.ndarray | object) -> tuple[int, int]:

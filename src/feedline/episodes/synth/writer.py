@@ -154,7 +154,8 @@ def _stats_columns(stats: dict[str, dict[str, np.ndarray]]) -> dict[str, list]:
 
 
 def _features(
-    camera_keys: Sequence[str], height: int, width: int, fps: int, video_info: dict
+    camera_keys: Sequence[str], height: int, width: int, fps: int, video_info: dict,
+    state_dim: int = STATE_DIM,
 ) -> dict:
     features: dict[str, dict] = {}
     for key in camera_keys:
@@ -164,9 +165,9 @@ def _features(
             "names": ["height", "width", "channels"],
             "info": dict(video_info),
         }
-    names = [f"joint_{j}" for j in range(STATE_DIM)]
-    features["observation.state"] = {"dtype": "float32", "shape": [STATE_DIM], "names": names}
-    features["action"] = {"dtype": "float32", "shape": [STATE_DIM], "names": names}
+    names = [f"joint_{j}" for j in range(state_dim)]
+    features["observation.state"] = {"dtype": "float32", "shape": [state_dim], "names": names}
+    features["action"] = {"dtype": "float32", "shape": [state_dim], "names": names}
     features["timestamp"] = {"dtype": "float32", "shape": [1], "names": None}
     for key in ("frame_index", "episode_index", "index", "task_index"):
         features[key] = {"dtype": "int64", "shape": [1], "names": None}
@@ -191,14 +192,15 @@ def _hf_features_json(features: dict) -> str:
 
 
 def _episode_table(
-    episode: int, length: int, from_index: int, fps: int, task_index: int
+    episode: int, length: int, from_index: int, fps: int, task_index: int,
+    state_dim: int = STATE_DIM,
 ) -> pa.Table:
     frames = np.arange(length)
-    state = np.stack([state_vector(episode, f) for f in frames])
-    action = np.stack([action_vector(episode, f) for f in frames])
+    state = np.stack([state_vector(episode, f, state_dim) for f in frames])
+    action = np.stack([action_vector(episode, f, state_dim) for f in frames])
 
     def vectors(arr: np.ndarray) -> pa.Array:
-        return pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1), pa.float32()), STATE_DIM)
+        return pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1), pa.float32()), state_dim)
 
     return pa.table(
         {
@@ -235,6 +237,7 @@ def write_synthetic_dataset(
     chunks_size: int = DEFAULT_CHUNK_SIZE,
     episodes_per_meta_file: int | None = None,
     robot_type: str = "synthetic",
+    state_dim: int = STATE_DIM,
 ) -> SyntheticDataset:
     """Write a LeRobot v3 dataset under ``root`` (must not exist yet) and describe what was written.
 
@@ -242,6 +245,7 @@ def write_synthetic_dataset(
     (LeRobot's default: GOP 2, crf 30, preset 12) or ``h264`` (libx264; ``gop`` and ``bframes``
     configurable, b-adapt off so ``bframes >= 2`` really reorders). Small ``video_files_size_in_mb``
     / ``data_files_size_in_mb`` force LeRobot's rollover (a new file per episode, moov at the end).
+    ``state_dim`` is the width of ``observation.state`` and ``action`` (robots differ in it).
     ``motion`` > 0 moves a fixed texture that many pixels per frame (camera motion for the
     encoder, see :func:`~feedline.episodes.synth.identity.identity_frame`).
     Everything is built in a sibling temporary folder and renamed into place at the end, so a
@@ -302,6 +306,7 @@ def write_synthetic_dataset(
             chunks_size,
             episodes_per_meta_file,
             robot_type,
+            state_dim=int(state_dim),
         )
         os.replace(stage, root)
     except BaseException:
@@ -327,6 +332,8 @@ def _write(
     chunks_size: int,
     episodes_per_meta_file: int | None,
     robot_type: str,
+    *,
+    state_dim: int = STATE_DIM,
 ) -> SyntheticDataset:
     episode_tasks = [tasks[e % len(tasks)] for e in range(len(lengths))]
     task_order = list(dict.fromkeys(episode_tasks))
@@ -349,7 +356,7 @@ def _write(
         "video.extra_options": {"bf": enc["bf"]} if "bf" in enc else {},
         "has_audio": False,
     }
-    features = _features(camera_keys, height, width, fps, video_info)
+    features = _features(camera_keys, height, width, fps, video_info, state_dim)
     schema_meta = {b"huggingface": _hf_features_json(features).encode()}
 
     open_video: dict[str, _OpenFile | None] = dict.fromkeys(camera_keys)
@@ -368,7 +375,7 @@ def _write(
         }
         task_index = task_order.index(episode_tasks[episode])
         table = _episode_table(
-            episode, length, from_index, fps, task_index
+            episode, length, from_index, fps, task_index, state_dim
         ).replace_schema_metadata(schema_meta)
         all_tables.append(table)
 

@@ -1,0 +1,180 @@
+"""One source of the streaming reader: an opened dataset root and what its workers fetch from it.
+
+Why a module of its own: a mixture streams from many roots at once, each with its own store,
+sidecar, Parquet footers and episode byte sizes, while the plan, pools and pipeline see only
+units. :class:`StreamSource` holds one root's part (read once in the training process and
+shipped to the workers); :class:`UnitBytes` gives the pools a unit's payload size, whatever
+source and copy it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from feedline.episodes.base import EpisodeDatasetBase
+from feedline.episodes.errors import DeltaTimestampsError, MixtureError
+from feedline.episodes.schedule.mixture import MixtureUnits
+from feedline.episodes.schedule.resume import sampler_identity
+from feedline.episodes.sources import Source
+from feedline.episodes.stream.decoded import DecodedFrames
+from feedline.episodes.stream.payload import (
+    EpisodePayload,
+    episode_spans,
+    fetch_episode,
+    parquet_episode_bytes,
+    parquet_footers,
+)
+
+__all__ = ["SourceReader", "StreamSource", "UnitBytes", "mixture_identity", "open_sources"]
+
+
+class SourceReader(EpisodeDatasetBase):
+    """One source's dataset root, its store riding out outages for ``outage_s``."""
+
+    def __init__(self, *args: Any, outage_s: float | None = None, **kwargs: Any) -> None:
+        self.store_outage_s = outage_s  # before the base opens the store
+        super().__init__(*args, **kwargs)
+
+
+class StreamSource:
+    """What the streaming reader needs of one root: lengths, byte sizes, spans and its fetch.
+
+    Args:
+        reader: the opened root (the reader itself for a single dataset).
+        index: the source's ``dataset_index``. Default 0.
+    """
+
+    def __init__(self, reader: EpisodeDatasetBase, index: int = 0) -> None:
+        self.reader = reader
+        self.index = int(index)
+        table = reader.episode_table
+        self.episode_lengths: dict[int, int] = {
+            int(e): int(n) for e, n in zip(table.episode_index, table.length, strict=True)
+        }
+        self.parquet_footers = parquet_footers(reader.store, table)  # read once, shipped along
+        parquet = parquet_episode_bytes(reader.store, table, self.parquet_footers)
+        self.spans = episode_spans(
+            table, reader.frame_reader(), reader.fps, parquet, reader.tolerance_s
+        )
+        self.episode_bytes: dict[int, int] = {ep: s.nbytes for ep, s in self.spans.items()}
+        self.sampler_identity = sampler_identity(self.episode_lengths, self.episode_bytes)
+        #: The spec its samples are assembled with (transforms run on the consuming thread).
+        self.decode_spec = replace(reader.sample_spec, image_transforms=None)
+
+    @property
+    def num_frames(self) -> int:
+        return sum(self.episode_lengths.values())
+
+    def fetch(self, episode: int, decoded: DecodedFrames) -> EpisodePayload:
+        """One episode's payload, decoding into the worker's frame memory."""
+        reader = self.reader
+        payload = fetch_episode(
+            reader.store, reader.frame_reader(), reader.episode_table, self.spans[episode],
+            self.parquet_footers, decoded=decoded, tolerance_s=reader.tolerance_s,
+        )
+        payload.source = self.index
+        return payload
+
+
+def _source_deltas(
+    source: Source, delta_timestamps: Mapping[str, Sequence[float]] | None,
+    features: Sequence[str],
+) -> dict[str, list[float]] | None:
+    """The mixture's ``delta_timestamps`` under the source's own key names (keys it has)."""
+    if not delta_timestamps:
+        return None
+    inverse = {mixed: own for own, mixed in source.feature_map.items()}
+    own = {inverse.get(key, key): list(deltas) for key, deltas in delta_timestamps.items()}
+    return {key: deltas for key, deltas in own.items() if key in features} or None
+
+
+def open_sources(
+    sources: Sequence[Source], *, delta_timestamps: Mapping[str, Sequence[float]] | None,
+    options: Mapping[str, Any], outage_s: float | None,
+) -> list[StreamSource]:
+    """Open every source of a mixture (metadata, Parquet footers, MP4 indexes).
+
+    ``options`` are the reader options every source shares (``tolerance_s``, ``return_uint8``,
+    ``storage_options``...). A source that cannot be opened fails with one line naming it; a
+    ``delta_timestamps`` offset that is not a whole frame at some source's fps names that source
+    and one it suits.
+    """
+    shared = {k: v for k, v in options.items() if k != "storage_options"}
+    opened: list[StreamSource] = []
+    fits: list[str] = []
+    for i, source in enumerate(sources):
+        storage = {**dict(options.get("storage_options") or {}), **source.storage_options}
+        try:
+            reader = SourceReader(
+                **{**source.reader_options(), "storage_options": storage}, outage_s=outage_s,
+                **shared,
+            )
+        except Exception as exc:
+            raise MixtureError(f"source {i} ({source.name}) cannot be opened: {exc}") from None
+        deltas = _source_deltas(source, delta_timestamps, list(reader.features))
+        if deltas:
+            try:
+                _with_deltas(reader, deltas)
+            except DeltaTimestampsError as exc:
+                other = f"; they are whole frames at {fits[0]}" if fits else ""
+                raise MixtureError(
+                    f"delta_timestamps do not suit source {i} ({source.name}, {reader.fps} fps): "
+                    f"{exc}{other}. Choose offsets that are whole frames at every source's fps, "
+                    "or a larger tolerance_s"
+                ) from None
+            fits.append(f"source {i} ({source.name}, {reader.fps} fps)")
+        try:
+            opened.append(StreamSource(reader, i))
+        except Exception as exc:
+            raise MixtureError(f"source {i} ({source.name}) cannot be read: {exc}") from None
+    return opened
+
+
+def _with_deltas(reader: SourceReader, deltas: Mapping[str, Sequence[float]]) -> SourceReader:
+    """``reader`` with windows for ``deltas`` (checked at its fps), without reopening it."""
+    from feedline.episodes.windows import delta_indices
+
+    reader.delta_timestamps = {k: list(v) for k, v in deltas.items()}
+    reader.delta_indices = delta_indices(
+        reader.delta_timestamps, reader.fps, reader.tolerance_s, reader.meta.features
+    )
+    return reader
+
+
+class UnitBytes(Mapping[int, int]):
+    """A unit's payload size (its episode's, whatever the copy): the pools admit by it.
+
+    Iterating gives the copy-0 units (every episode of every source once), which is what the
+    "episode larger than the budget" check needs.
+    """
+
+    def __init__(self, units: MixtureUnits, sources: Sequence[StreamSource]) -> None:
+        self.units = units
+        self.sources = list(sources)
+
+    def __getitem__(self, unit: int) -> int:
+        source, episode, _ = self.units.locate(unit)
+        try:
+            return self.sources[source].episode_bytes[episode]
+        except (KeyError, IndexError):
+            raise KeyError(unit) from None
+
+    def __iter__(self) -> Iterator[int]:
+        for s, source in enumerate(self.sources):
+            for episode in source.episode_bytes:
+                yield self.units.unit(s, episode)
+
+    def __len__(self) -> int:
+        return sum(len(s.episode_bytes) for s in self.sources)
+
+
+def mixture_identity(sources: Sequence[StreamSource], counts: Sequence[int]) -> str:
+    """Digest of every source's selection, sizes and count: the mixture's data identity."""
+    h = hashlib.sha256(b"feedline.episodes.mixture/v1")
+    for source, count in zip(sources, counts, strict=True):
+        h.update(source.sampler_identity.encode())
+        h.update(int(count).to_bytes(8, "little"))
+    return h.hexdigest()[:32]
