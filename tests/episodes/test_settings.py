@@ -36,7 +36,8 @@ def test_the_constructor_takes_the_tables_keywords_with_its_defaults() -> None:
     """The signature is written out for readers and tools; it must be the table's."""
     params = inspect.signature(StreamingEpisodeDataset.__init__).parameters
     own = {name: p.default for name, p in params.items()
-           if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in ("rank", "world_size")}
+           if p.kind is inspect.Parameter.KEYWORD_ONLY
+           and name not in ("rank", "world_size", "sources", "epoch_size", "batching")}
     table = {f.name: f.default for f in fields(StreamingSettings)}
     source = table.pop("decoder_cache_size")  # travels in **source_options, as map-style's does
     assert source is None and own == table

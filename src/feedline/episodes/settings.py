@@ -284,6 +284,11 @@ OTHER_SETTINGS: tuple[Setting, ...] = (
             "store options (s3fs: `endpoint_url`, `anon`, `key`/`secret`; Hub: `token`); "
             "credentials also come from the environment", dict, optional=True, target="train",
             shown="`{}`"),
+    Setting("mixture", None, "path", "--dataset.mixture",
+            "a YAML file of sources (root or repo_id, weight/repeat/choose, episodes, "
+            "feature_map) plus epoch_size and batching: train on their mixture; "
+            "--dataset.repo_id then only names the run",
+            str, optional=True, target="train", shown="unset", python="sources=[...]"),
     Setting("sample_log", None, "path", _POOL_FLAG + "sample_log",
             "append each batch's sample ids (JSON lines, one per batch and rank) to this file",
             str, optional=True, target="train", shown="unset", python="(`feedline train` only)"),

@@ -60,6 +60,7 @@ from feedline.episodes.schedule.slot import WorkerSlot
 from feedline.episodes.schedule.state import Stateful
 from feedline.episodes.settings import DEFAULTS, StreamingSettings
 from feedline.episodes.sources import Mixture, Source
+from feedline.episodes.stream.batches import batch_episodes, batch_len
 from feedline.episodes.stream.board import WorkerBoard
 from feedline.episodes.stream.decoded import MAX_CURSORS_PER_SLOT, DecodedFrames
 from feedline.episodes.stream.feed import MixtureFeed, SingleFeed, open_mixture
@@ -90,29 +91,6 @@ def _warn_in_process_threads() -> None:
 
 
 _SETTING_NAMES = frozenset(f.name for f in fields(StreamingSettings))
-
-
-def _numpy(value: Any) -> Any:
-    return value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-
-
-def _batch_episodes(batch: Any) -> Any:
-    """A batch's episodes (``None`` when a custom collate left them out); in a mixture, the
-    pair (source, episode) as one integer, since sources share episode indices."""
-    if isinstance(batch, Mapping) and "episode_index" in batch:
-        episodes = _numpy(batch["episode_index"]).astype(np.int64)
-        if "dataset_index" in batch:
-            episodes = episodes + (_numpy(batch["dataset_index"]).astype(np.int64) << 32)
-        return episodes
-    return None
-
-
-def _batch_len(batch: Any) -> int:
-    if isinstance(batch, Mapping):
-        for value in batch.values():
-            if isinstance(value, torch.Tensor | list | tuple):
-                return len(value)
-    return len(batch)
 
 
 class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
@@ -170,6 +148,16 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             tensor or context parallelism (MosaicML Streaming's ``replication``): the plan,
             exact coverage and the checkpoint count the ``world_size // N`` data-parallel
             groups. ``world_size`` must be divisible by N. Default 1.
+        sources: a mixture instead of one dataset: a list of
+            :class:`~feedline.episodes.sources.Source` (or dicts of its keys, or bare roots), or a
+            :class:`~feedline.episodes.sources.Mixture`. Each source gives exactly its count of
+            anchors per epoch (``weight``, ``repeat`` or ``choose``); every sample carries
+            ``dataset_index``; keys are the union (see :mod:`feedline.episodes.union`). Give no
+            ``repo_id``/``root``/``episodes`` with it. Default ``None``: one dataset.
+        epoch_size: anchors per epoch over the sources (with ``sources``). Default ``None``: the
+            sum of the sources' frames when some source has a weight, else of their counts.
+        batching: with ``sources``, ``"random"``: sources mix as the pools draw them. Default
+            ``"random"``.
         **source_options: the arguments of :class:`~feedline.episodes.dataset.EpisodeDataset`
             (``root``, ``repo_type``, ``revision``, ``episodes``, ``delta_timestamps``,
             ``tolerance_s``, ``return_uint8``, ``storage_options``, ``sidecar_lock_timeout_s``),
@@ -446,8 +434,8 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self._position = None
         diversity = self._diversity
         for batch in iterator:
-            tracker.record_batch(_batch_len(batch))
-            episodes = _batch_episodes(batch)
+            tracker.record_batch(batch_len(batch))
+            episodes = batch_episodes(batch)
             if episodes is not None:
                 diversity.record(episodes)
             yield batch

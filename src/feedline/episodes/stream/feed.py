@@ -36,7 +36,11 @@ __all__ = ["MixtureFeed", "MixtureMeta", "SingleFeed", "open_mixture"]
 
 
 class SingleFeed:
-    """One dataset: units are its episode indices, each frame once per epoch."""
+    """One dataset: units are its episode indices, each frame once per epoch.
+
+    Args:
+        source: the dataset.
+    """
 
     description = ""  # the checkpoint's ``mixture``: empty for one dataset
 
@@ -74,6 +78,7 @@ class MixtureMeta:
         tasks: the task strings of every source, in order of first appearance.
         source_stats: every source's own stats (``None`` where it has none).
         source_info: every source's own ``info.json``.
+        store: always ``None``: each source reads through its own store.
     """
 
     info: dict[str, Any]

@@ -32,7 +32,13 @@ __all__ = ["SourceReader", "StreamSource", "UnitBytes", "mixture_identity", "ope
 
 
 class SourceReader(EpisodeDatasetBase):
-    """One source's dataset root, its store riding out outages for ``outage_s``."""
+    """One source's dataset root, its store riding out outages for ``outage_s``.
+
+    Args:
+        args: :class:`~feedline.episodes.base.EpisodeDatasetBase`'s positional arguments.
+        outage_s: seconds the store may fail before reads give up. Default ``None``: 60.
+        kwargs: its keyword arguments.
+    """
 
     def __init__(self, *args: Any, outage_s: float | None = None, **kwargs: Any) -> None:
         self.store_outage_s = outage_s  # before the base opens the store
@@ -149,6 +155,10 @@ class UnitBytes(Mapping[int, int]):
 
     Iterating gives the copy-0 units (every episode of every source once), which is what the
     "episode larger than the budget" check needs.
+
+    Args:
+        units: the mixture's units.
+        sources: its sources, in ``dataset_index`` order.
     """
 
     def __init__(self, units: MixtureUnits, sources: Sequence[StreamSource]) -> None:

@@ -202,18 +202,26 @@ class StreamingBridge:
         kwargs = dataset_kwargs(settings)
         kwargs.setdefault("max_num_shards", worker_parts(cfg.num_workers))  # lerobot-train's rule
 
-        url = resolve_root(data.repo_id, data.root, data.repo_type, data.revision)
-        info = read_info(open_store(url, **storage))
         source = {"repo_id": data.repo_id, "repo_type": data.repo_type, "revision": data.revision,
                   "root": data.root}
-        delta_timestamps = resolve_delta_timestamps(cfg.trainable_config, lerobot_metadata(info, **source))
         transforms = ImageTransforms(data.image_transforms) if data.image_transforms.enable else None
-        dataset = StreamingEpisodeDataset(
-            data.repo_id, root=data.root, repo_type=data.repo_type, revision=data.revision,
-            episodes=data.episodes, delta_timestamps=delta_timestamps, image_transforms=transforms,
-            tolerance_s=cfg.tolerance_s, return_uint8=True, storage_options=storage or None,
-            seed=cfg.seed, allow_order_change=bool(settings.get("allow_order_change")), **kwargs,
-        )
+        common = {
+            "image_transforms": transforms, "tolerance_s": cfg.tolerance_s, "return_uint8": True,
+            "storage_options": storage or None, "seed": cfg.seed,
+            "allow_order_change": bool(settings.get("allow_order_change")), **kwargs,
+        }
+        if settings.get("mixture"):
+            dataset = self._mixture_dataset(cfg, settings["mixture"], common)
+        else:
+            url = resolve_root(data.repo_id, data.root, data.repo_type, data.revision)
+            info = read_info(open_store(url, **storage))
+            delta_timestamps = resolve_delta_timestamps(
+                cfg.trainable_config, lerobot_metadata(info, **source)
+            )
+            dataset = StreamingEpisodeDataset(
+                data.repo_id, root=data.root, repo_type=data.repo_type, revision=data.revision,
+                episodes=data.episodes, delta_timestamps=delta_timestamps, **common,
+            )
         meta = lerobot_metadata(
             dataset.meta.info, **source, tasks=dataset.meta.tasks, stats=dataset.meta.stats
         )
@@ -221,7 +229,8 @@ class StreamingBridge:
             use_imagenet_stats(meta)
 
         owned = plan_shards_arrays(
-            dataset.episode_lengths, world_size=dataset.data_world_size, num_workers=0,
+            dataset.feed.epoch_lengths(dataset.epoch), world_size=dataset.data_world_size,
+            num_workers=0,
             seed=dataset.seed, epoch=dataset.epoch,
         ).report.rank_episodes[dataset.data_rank]
         if cfg.num_workers > owned:
@@ -235,6 +244,38 @@ class StreamingBridge:
         self.view = LeRobotStreamingView(dataset, meta)
         self.metrics = ReaderMetrics(dataset.metrics, started=self.started)
         return self.view, None
+
+    @staticmethod
+    def _mixture_dataset(cfg: Any, path: str, common: dict[str, Any]) -> Any:
+        """The reader over the sources of the mixture file ``path``: the policy's windows come
+        from the mixture's features and the first source's fps."""
+        from lerobot.datasets.factory import resolve_delta_timestamps
+
+        from feedline.episodes.errors import MixtureError
+        from feedline.episodes.sources import load_mixture
+        from feedline.episodes.stream.dataset import StreamingEpisodeDataset
+        from feedline.episodes.train.view import lerobot_metadata
+
+        try:
+            mixture = load_mixture(path)
+            probe = StreamingEpisodeDataset(sources=mixture, **{
+                k: v for k, v in common.items() if k not in ("image_transforms",)
+            })
+        except MixtureError as exc:
+            raise TrainError(f"--dataset.mixture={path}: {exc}") from None
+        first = mixture.sources[0]
+        delta_timestamps = resolve_delta_timestamps(
+            cfg.trainable_config, lerobot_metadata(
+                probe.meta.info, repo_id=first.repo_id or cfg.dataset.repo_id, repo_type="dataset",
+                revision=first.revision, root=first.root,
+            ),
+        )
+        try:
+            return StreamingEpisodeDataset(
+                sources=mixture, delta_timestamps=delta_timestamps, **common
+            )
+        except MixtureError as exc:
+            raise TrainError(f"--dataset.mixture={path}: {exc}") from None
 
     # ---- the loop -------------------------------------------------------------------------------
 
