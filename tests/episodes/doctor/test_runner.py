@@ -212,3 +212,31 @@ def test_long_gop_random_access_cost(tmp_path: Path) -> None:
 def test_no_dataset_at_the_root_raises(tmp_path: Path) -> None:
     with pytest.raises(EpisodeFormatError, match="meta/info.json: not found"):
         doctor(tmp_path)
+
+
+def test_a_missing_video(av1_dataset: SyntheticDataset, tmp_path: Path) -> None:
+    root = plant.copy(av1_dataset, tmp_path)
+    (root / video(CAM1, 1)).unlink()
+    found = only(doctor(root), "files")
+    assert (found.severity, found.file, found.episode) == ("error", video(CAM1, 1), 2)
+    assert "not found" in found.problem
+
+
+def test_rows_missing_from_a_data_file(av1_dataset: SyntheticDataset, tmp_path: Path) -> None:
+    root = plant.copy(av1_dataset, tmp_path)
+    plant.rewrite_data(root, data(1), lambda table: table.slice(0, table.num_rows - 3))  # episode 3's last rows
+    found = only(doctor(root), "rows")
+    assert (found.severity, found.file, found.episode) == ("error", data(1), 3)
+    assert "holds 7 of its 10 rows" in found.problem
+
+
+def test_totals_the_readers_refuse(av1_dataset: SyntheticDataset, tmp_path: Path) -> None:
+    import json
+
+    root = plant.copy(av1_dataset, tmp_path)
+    info = json.loads((root / "meta" / "info.json").read_text())
+    info["total_frames"] += 5
+    (root / "meta" / "info.json").write_text(json.dumps(info))
+    found = only(doctor(root), "metadata")
+    assert (found.severity, found.file, found.episode) == ("error", "meta/info.json", None)
+    assert "total_frames=87 but the episodes hold 82 frames" in found.problem

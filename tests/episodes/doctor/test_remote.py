@@ -1,4 +1,4 @@
-"""``feedline doctor`` over HTTP (nginx): the same findings, and only indexes read, never payload."""
+"""``feedline doctor`` on remote roots (nginx, moto S3): the same findings, only indexes read, never payload."""
 
 from __future__ import annotations
 
@@ -45,3 +45,10 @@ def test_over_http_findings_equal_local_ones(av1_dataset: SyntheticDataset, ngin
     key = [(f.severity, f.check, f.file, f.episode) for f in local.findings if f.severity != "info"]
     assert key == [(f.severity, f.check, f.file, f.episode) for f in remote.findings if f.severity != "info"]
     assert {(c, e) for _, c, _, e in key} == {("frames", 2), ("monotonic", 1)}
+
+
+def test_on_s3_orphan_files_are_checked(av1_s3: tuple[str, dict]) -> None:
+    url, options = av1_s3
+    report = run_doctor(url, storage_options=options, progress=False)
+    assert [f for f in report.findings if f.severity != "info"] == []
+    assert report.checked["orphans"] is True
