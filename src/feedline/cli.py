@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "feedline.dedup.cli",
     "feedline.curate.cli",
     "feedline.episodes.cli",
+    "feedline.episodes.doctor.cli",
     "feedline.episodes.train.cli",
     "feedline.demo",
 )
@@ -41,6 +42,7 @@ COMMANDS = {
     "mix": "feedline.curate.cli",
     "list-taggers": "feedline.curate.cli",
     "build-sidecar": "feedline.episodes.cli",
+    "doctor": "feedline.episodes.doctor.cli",
     "train": "feedline.episodes.train.cli",
     "demo": "feedline.demo",
 }

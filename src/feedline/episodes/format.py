@@ -34,6 +34,7 @@ TASKS_PATH = "meta/tasks.parquet"
 STATS_PATH = "meta/stats.json"
 EPISODES_DIR = "meta/episodes"
 STATS_PREFIX = "stats/"
+DURATION_SLACK_FRAMES = 0.999  # frames to_ts - from_ts may differ from length / fps (see below)
 
 
 @dataclass(frozen=True)
@@ -433,8 +434,11 @@ def _video_keys(info: dict[str, Any]) -> list[str]:
     ]
 
 
-def read_episode_table(store: Store, info: dict[str, Any], files: list[str]) -> EpisodeTable:
-    """All rows of ``meta/episodes`` (without the stats columns) as an :class:`EpisodeTable`."""
+def read_episode_table(
+    store: Store, info: dict[str, Any], files: list[str], *, strict: bool = True
+) -> EpisodeTable:
+    """All rows of ``meta/episodes`` (without the stats columns) as an :class:`EpisodeTable`;
+    ``strict=False`` skips the consistency checks (``feedline doctor`` reports each itself)."""
     video_keys = _video_keys(info)
     base = [
         "episode_index",
@@ -467,7 +471,7 @@ def read_episode_table(store: Store, info: dict[str, Any], files: list[str]) -> 
     if not tables:
         raise EpisodeFormatError(f"{store.url(EPISODES_DIR)}: no episode metadata files")
     with named_parquet_errors(store.url(EPISODES_DIR)):  # columns of unusable types
-        return _episode_table(store, info, video_keys, tables, files)
+        return _episode_table(store, info, video_keys, tables, files, strict)
 
 
 _FILE_COLUMN = "__feedline_file"  # which meta/episodes file a row came from (for messages)
@@ -479,6 +483,7 @@ def _episode_table(
     video_keys: list[str],
     tables: list[pa.Table],
     files: list[str],
+    strict: bool = True,
 ) -> EpisodeTable:
     table = pa.concat_tables(tables, promote_options="permissive")
     table = table.sort_by("episode_index")
@@ -497,13 +502,13 @@ def _episode_table(
     if len(np.unique(episode_index)) != len(episode_index):
         raise EpisodeFormatError(f"{where}: episode_index values repeat")
     bad = np.flatnonzero((to_index - from_index != length) | (length < 1))
-    if len(bad):
+    if len(bad) and strict:
         e = int(episode_index[bad[0]])
         raise EpisodeFormatError(
             f"{file_of(bad[0])}: episode {e} has length {int(length[bad[0]])} but rows "
             f"[{int(from_index[bad[0]])}, {int(to_index[bad[0]])})"
         )
-    if len(episode_index) != int(info["total_episodes"]):
+    if strict and len(episode_index) != int(info["total_episodes"]):
         raise EpisodeFormatError(
             f"{where}: {len(episode_index)} episode rows but {INFO_PATH} says total_episodes={info['total_episodes']}"
         )
@@ -527,9 +532,10 @@ def _episode_table(
         to_ts[key] = np.asarray(
             table.column(f"videos/{key}/to_timestamp").to_numpy(zero_copy_only=False), np.float64
         )
-        _check_timestamps(info, key, length, from_ts[key], to_ts[key], episode_index, file_of)
+        if strict:
+            _check_timestamps(info, key, length, from_ts[key], to_ts[key], episode_index, file_of)
     total_frames = int(length.sum())
-    if total_frames != int(info["total_frames"]):
+    if strict and total_frames != int(info["total_frames"]):
         raise EpisodeFormatError(
             f"{store.url(INFO_PATH)}: total_frames={info['total_frames']} but the episodes of "
             f"{where} hold {total_frames} frames"
@@ -561,7 +567,7 @@ def _check_timestamps(
     duration = to_ts - from_ts
     bad = np.flatnonzero(
         ~np.isfinite(from_ts) | ~np.isfinite(to_ts) | (from_ts < 0)
-        | (np.abs(duration - length / fps) >= 0.999 / fps)
+        | (np.abs(duration - length / fps) >= DURATION_SLACK_FRAMES / fps)
     )
     if len(bad):
         i = int(bad[0])
