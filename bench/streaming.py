@@ -302,6 +302,53 @@ def run_streaming(url: str, args: argparse.Namespace, epochs: int = 2,
             "decoded_limit_mib": ds.decoded_cache_gb * 2**30 / args.workers / 2**20}
 
 
+def run_mixture(urls: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """The streaming reader over ``urls`` as one mixture, every frame once (one pool per worker
+    mixing the sources' episodes), timed as :func:`run_streaming` times one dataset."""
+    from torch.utils.data import DataLoader
+
+    from feedline.episodes.stream.dataset import StreamingEpisodeDataset
+
+    ds = StreamingEpisodeDataset(sources=urls, delta_timestamps=deltas(), return_uint8=True)
+    loader = DataLoader(ds, batch_size=args.batch_size, num_workers=args.workers,
+                        prefetch_factor=4, persistent_workers=True)
+    with PssSampler() as pss:
+        out = timed_epochs(loader, 1, track=ds.track)
+    del loader
+    return {**out, "pss_mib": pss.worker_peak_mib}
+
+
+def mixture_figure(server: Any, args: argparse.Namespace) -> str:
+    """Three sources against the same frames written as one dataset, rounds interleaved."""
+    from feedline.episodes.synth.writer import write_synthetic_dataset
+
+    width, height, episodes, frames, motion, noise = DATASETS["small"]
+    if args.quick:
+        episodes, frames = 12, frames // 3
+    common = dict(cameras=CAMERAS, fps=FPS, width=width, height=height, motion=motion,
+                  noise=noise, vcodec="libsvtav1", frames_per_episode=frames)
+    parts = [episodes // 3 + (i < episodes % 3) for i in range(3)]
+    for i, n in enumerate(parts):
+        write_synthetic_dataset(server.root / f"mix-{i}", episodes=n, **common)
+    write_synthetic_dataset(server.root / "mix-one", episodes=episodes, **common)
+    urls = [f"{server.url}/mix-{i}" for i in range(3)]
+    one = f"{server.url}/mix-one"
+    run_streaming(one, args, epochs=1)  # warm-up: sidecars, caches
+    run_mixture(urls, args)
+    rounds: dict[str, list[Any]] = {"one": [], "mixture": []}
+    for round_no in range(max(1, args.repeats)):
+        rounds["one"].append(run_streaming(one, args, epochs=1))
+        rounds["mixture"].append(run_mixture(urls, args))
+        print(f"  round {round_no + 1}: one dataset {rounds['one'][-1]['rate']:.0f}, mixture "
+              f"{rounds['mixture'][-1]['rate']:.0f} samples/s", flush=True)
+    one_run, mix_run = _median_run(rounds["one"]), _median_run(rounds["mixture"])
+    ratio = _median_ratio(rounds["mixture"], rounds["one"])
+    return (f"| {width}x{height}, {episodes} episodes x {frames} frames as 3 sources "
+            f"({'+'.join(map(str, parts))} episodes) | {one_run['rate']:.0f} | "
+            f"{mix_run['rate']:.0f} | x{ratio:.2f} | {one_run['pss_mib']:.0f} / "
+            f"{mix_run['pss_mib']:.0f} MiB |")
+
+
 def run_outage(server: Any, url: str, args: argparse.Namespace) -> dict[str, Any]:
     """A clean epoch, then one through an outage of ``args.outage`` seconds (see the docstring)."""
     clean = run_streaming(url, args, epochs=1)
@@ -451,6 +498,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small datasets, a smoke run")
     parser.add_argument("--outage", type=float, default=None, metavar="S",
                         help="only the outage figure: nginx stopped for S s mid-epoch")
+    parser.add_argument("--mixture", action="store_true",
+                        help="only the mixture figure: three sources against one dataset")
     parser.add_argument("--episodes-x", type=int, default=1, metavar="K",
                         help="K times each dataset's episodes (a longer epoch, e.g. for --outage)")
     parser.add_argument("--repeats", type=int, default=1,
@@ -470,6 +519,11 @@ def main() -> int:
         work = Path(tmp)
         os.environ["FEEDLINE_HOME"] = str(work / "home")  # cold, private sidecar cache
         with run_nginx(work / "nginx") as server:
+            if args.mixture:
+                row = mixture_figure(server, args)
+                print("\n| frames | one dataset, samples/s | three-source mixture | mixture / one "
+                      "| peak PSS per worker (one / mixture) |\n|---|---|---|---|---|\n" + row)
+                return 0
             for name in args.datasets.split(","):
                 if name == LEROBOT_DATASET:
                     prepared = lerobot_dataset(server.root, args)

@@ -171,3 +171,50 @@ def test_workers_are_capped_at_the_episodes_a_rank_owns(
     assert order is not None and order.ranks[0]["num_workers"] == 2
     lengths = served_dataset.synth.episode_lengths
     assert all(i < lengths[0] + lengths[1] for b in sample_log(log) for i in b["index"])
+
+
+def test_act_trains_on_a_mixture_of_two_datasets_and_resumes_it(
+    served_dataset: Served, nginx_server, lerobot_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Two sources over nginx, one without the second camera and with a narrower state: ACT
+    trains on their union, the mixture's counts hold per epoch, and a resume continues exactly."""
+    from feedline.episodes.synth.writer import write_synthetic_dataset
+
+    other = Path(nginx_server.root) / "train-mix-b"
+    if not other.exists():
+        write_synthetic_dataset(other, episodes=3, frames_per_episode=[24, 20, 26], cameras=[
+            "observation.images.cam_0"], fps=10, state_dim=4)
+    mixture = tmp_path / "mixture.yaml"
+    mixture.write_text(
+        f"sources:\n  - root: {served_dataset.url}\n    weight: 3\n"
+        f"  - root: {nginx_server.url}/train-mix-b\n    weight: 1\nepoch_size: 120\n"
+    )
+    whole_log, first_log, resumed_log = (tmp_path / f"{n}.jsonl" for n in ("w", "f", "r"))
+    common = ("--dataset.repo_id=local/mixture", "--dataset.streaming=true", *ACT_FLAGS,
+              f"--dataset.mixture={mixture}", "--num_workers=2", "--save_freq=8")
+    whole = feedline_train([*common, f"--output_dir={fresh(tmp_path / 'whole')}", "--steps=16",
+                            f"--dataset.streaming_sample_log={whole_log}"], lerobot_env)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    batches = sample_log(whole_log)
+    epoch0 = [d for b in batches if b["epoch"] == 0 for d in b["dataset_index"]]
+    assert len(epoch0) == 120 and epoch0.count(0) == 90 and epoch0.count(1) == 30
+    first = feedline_train([*common, f"--output_dir={fresh(tmp_path / 'split')}", "--steps=8",
+                            f"--dataset.streaming_sample_log={first_log}"], lerobot_env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    config = tmp_path / "split" / "checkpoints" / "last" / "pretrained_model" / "train_config.json"
+    resumed = feedline_train([f"--config_path={config}", "--resume=true", "--steps=16",
+                              f"--dataset.streaming_sample_log={resumed_log}"], lerobot_env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    def keys(log: Path) -> list[list[tuple[int, int]]]:
+        return [list(zip(b["dataset_index"], b["index"], strict=True)) for b in sample_log(log)]
+
+    assert keys(first_log) == keys(whole_log)[:8]
+    assert keys(resumed_log) == keys(whole_log)[8:]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"sources:\n  - root: {nginx_server.url}/no-such-dataset\n")
+    run = feedline_train([*common[:-2], f"--dataset.mixture={bad}", "--steps=1",
+                          f"--output_dir={fresh(tmp_path / 'bad')}"], lerobot_env)
+    assert run.returncode != 0
+    line = run.error_lines[-1]
+    assert "no-such-dataset" in line and "source 0 cannot be opened" in line and str(bad) in line

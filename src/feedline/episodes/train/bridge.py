@@ -310,8 +310,11 @@ class StreamingBridge:
 
     @staticmethod
     def _log_samples(path: str, dataset: Any, batch: Mapping[str, Any]) -> None:
-        line = json.dumps({"rank": dataset.rank, "epoch": dataset.epoch,
-                           "index": [int(i) for i in batch["index"]]})
+        entry = {"rank": dataset.rank, "epoch": dataset.epoch,
+                 "index": [int(i) for i in batch["index"]]}
+        if "dataset_index" in batch:  # a mixture: which source each index is of
+            entry["dataset_index"] = [int(i) for i in batch["dataset_index"]]
+        line = json.dumps(entry)
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(line + "\n")
 

@@ -48,6 +48,19 @@ def _resumed_dataset(config_path: str | None) -> dict[str, Any]:
         return {}
 
 
+def _resumed_mixture(config_path: str | None) -> str | None:
+    """The mixture file a resumed run trains on (its checkpoint's data order records it)."""
+    if not config_path:
+        return None
+    from feedline.episodes.train.order import load_data_order
+
+    try:
+        order = load_data_order(Path(config_path).parent.parent)
+    except Exception:  # the run itself reports an unreadable checkpoint, in one line
+        return None
+    return None if order is None else order.settings.get("mixture")
+
+
 def _check_source(args: Any) -> None:
     from feedline.episodes.train.flags import parse_bool, storage_kwargs
     from feedline.episodes.train.source import check_source, source_url
@@ -64,6 +77,27 @@ def _check_source(args: Any) -> None:
             return
     except ValueError:
         return  # LeRobot's parser names a bad --dataset.streaming value
+    mixture = args.settings.get("mixture") or _resumed_mixture(peeked.get("--config_path"))
+    if mixture:  # the sources, each checked as a single root is
+        from feedline.episodes.errors import MixtureError
+        from feedline.episodes.sources import load_mixture
+
+        try:
+            sources = load_mixture(mixture).sources
+        except MixtureError as exc:
+            raise TrainError(f"--dataset.mixture: {exc}") from None
+        for i, source in enumerate(sources):
+            found = source_url(source.repo_id, source.root, "dataset", source.revision)
+            if found is None:
+                continue
+            try:
+                check_source(found, {**storage_kwargs(args.settings), **source.storage_options})
+            except TrainError as exc:
+                reason = str(exc).replace("; check --dataset.root or --dataset.repo_id", "")
+                raise TrainError(
+                    f"--dataset.mixture={mixture}: source {i} cannot be opened: {reason}"
+                ) from None
+        return
     url = source_url(
         value("--dataset.repo_id", "repo_id"), value("--dataset.root", "root"),
         value("--dataset.repo_type", "repo_type") or "dataset", value("--dataset.revision", "revision"),
