@@ -12,12 +12,8 @@ from hypothesis import strategies as st
 
 from feedline.episodes.errors import MixtureError
 from feedline.episodes.schedule.elastic import Remainder
-from feedline.episodes.schedule.mixture import (
-    MixtureUnits,
-    Quota,
-    source_counts,
-    stratified_quotas,
-)
+from feedline.episodes.schedule.mixture import MixtureUnits, Quota, source_counts
+from feedline.episodes.schedule.stratified import stratified_quotas
 
 lengths_st = st.lists(st.integers(1, 30), min_size=1, max_size=12)
 
@@ -131,3 +127,33 @@ def test_stratified_quotas_are_exact_and_near_the_share(counts: list[int], batch
     ends = np.cumsum(sizes)
     ideal = ends[:, None] * np.asarray(counts)[None, :] / total
     assert np.abs(given_so_far - ideal).max() < 1 + 1e-9
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    sizes=st.lists(st.lists(st.integers(1, 20), min_size=1, max_size=6), min_size=1, max_size=3),
+    batch=st.integers(1, 12), seed=st.integers(0, 1000),
+)
+def test_a_stratified_pool_cuts_every_batch_by_its_quotas(
+    sizes: list[list[int]], batch: int, seed: int
+) -> None:
+    from feedline.episodes.schedule.pool import EpisodePool
+    from feedline.episodes.schedule.stratified import StratifiedPool
+
+    pools, owner = [], {}
+    next_id = 0
+    for s, lengths in enumerate(sizes):
+        ids = list(range(next_id, next_id + len(lengths)))
+        next_id += len(lengths)
+        owner.update(dict.fromkeys(ids, s))
+        pools.append(EpisodePool(ids, lengths, strategy="spread", pool_size=2, seed=seed,
+                                 substream=1 + s))
+    pool = StratifiedPool(pools, batch)
+    eps, frames = pool.take(pool.anchors_remaining)
+    quotas = stratified_quotas([sum(lengths) for lengths in sizes], batch)
+    for b, row in enumerate(quotas):
+        got = Counter(owner[int(e)] for e in eps[b * batch : (b + 1) * batch])
+        assert [got[s] for s in range(len(sizes))] == row.tolist()
+    assert len(set(zip(eps.tolist(), frames.tolist(), strict=True))) == eps.size  # once each
+    firsts = {int(e): i for i, e in reversed(list(enumerate(eps.tolist())))}
+    assert [int(e) for e in pool.admission] == sorted(firsts, key=firsts.get)

@@ -203,3 +203,38 @@ def test_a_mixture_file_and_one_line_errors_that_name_the_sources(
     path.write_text("sources: [\n")
     with pytest.raises(MixtureError, match=str(path)):
         load_mixture(path)
+
+
+def test_stratified_batches_hold_each_sources_share_and_resume_exactly(
+    sources: dict[str, SyntheticDataset],
+) -> None:
+    spec = [{"root": str(sources["a"].root), "weight": 3},
+            {"root": str(sources["b"].root), "weight": 1}]
+    ds = _mixture(sources, spec=spec, epoch_size=96, batching="stratified")
+    loader = DataLoader(ds, batch_size=8, num_workers=2, timeout=120)
+    batches: list[list[Key]] = []
+    for _ in range(2):
+        epoch: list[list[Key]] = []
+        for batch in ds.track(loader):
+            epoch.append(_keys(batch))
+        _check_counts([k for b in epoch for k in b], [72, 24],
+                      [sources["a"].episode_lengths, sources["b"].episode_lengths])
+        batches += epoch
+    for batch in batches:
+        if len(batch) == 8:  # each worker's share is the mixture's within one episode
+            assert abs(sum(1 for k in batch if k[0] == 1) - 2) <= 1, batch
+    whole = [k for b in batches[: len(batches) // 2] for k in b]
+    first = _mixture(sources, spec=spec, epoch_size=96, batching="stratified")
+    consumed = _epoch(first, DataLoader(first, batch_size=8, num_workers=2, timeout=120), 3)
+    state = first.state_dict()
+    again = _mixture(sources, spec=spec, epoch_size=96, batching="stratified")
+    again.load_state_dict(state)
+    rest = _epoch(again, DataLoader(again, batch_size=8, num_workers=2, timeout=120))
+    assert consumed + rest == whole
+    ranks = [_mixture(sources, spec=spec, epoch_size=96, batching="stratified", rank=r,
+                      world_size=2) for r in range(2)]
+    for r in ranks:
+        r.load_state_dict(state)
+    other = [k for r in ranks for k in _epoch(r, DataLoader(r, batch_size=4, num_workers=1,
+                                                            timeout=120))]
+    assert sorted(consumed + other) == sorted(whole)

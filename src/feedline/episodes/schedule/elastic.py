@@ -28,7 +28,7 @@ How the reader calls it::
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import astuple, dataclass
 from typing import Protocol, runtime_checkable
 
@@ -38,6 +38,7 @@ from feedline.episodes.schedule.loader import batches_per_worker, worker_offsets
 from feedline.episodes.schedule.plan import EpisodeLengths, ShardPlan, plan_shards_arrays
 from feedline.episodes.schedule.pool import EpisodePool
 from feedline.episodes.schedule.slot import WorkerSlot, worker_parts
+from feedline.episodes.schedule.stratified import StratifiedPool, split_share
 
 __all__ = [
     "MAX_STAGES",
@@ -141,6 +142,11 @@ class PoolMaker:
         episode_lengths: frames per selected episode.
         byte_budget: payload bytes resident per rank, with ``episode_bytes``. Default ``None``.
         episode_bytes: each episode's payload size, to admit by bytes too. Default ``None``.
+        groups: maps units to their source, for a mixture whose plan deals every source on its
+            own. Default ``None``.
+        stratified: each worker runs one pool per source and interleaves them by per-batch
+            quotas (:mod:`~feedline.episodes.schedule.stratified`); needs ``groups`` and the
+            batch size. Default ``False``.
     """
 
     strategy: str
@@ -149,31 +155,62 @@ class PoolMaker:
     episode_lengths: Mapping[int, int]
     byte_budget: int | None = None
     episode_bytes: Mapping[int, int] | None = None
+    groups: Callable[[np.ndarray], np.ndarray] | None = None
+    stratified: bool = False
+
+    @property
+    def plan_groups(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """What the plan deals on its own: each source, when the batches are stratified."""
+        return self.groups if self.stratified else None
 
     def __call__(
         self, order: Sequence[int] | np.ndarray, *, epoch: int, rank: int, part: int,
-        num_workers: int, remainder: Remainder | None = None,
-    ) -> EpisodePool:
-        """The pool of plan part ``part`` of ``rank`` (over ``remainder``'s due frames)."""
+        num_workers: int, remainder: Remainder | None = None, batch_size: int | None = None,
+    ) -> EpisodePool | StratifiedPool:
+        """The pool of plan part ``part`` of ``rank`` (over ``remainder``'s due frames); a
+        stratified mixture's needs the ``batch_size`` its batches are cut with."""
         slot = WorkerSlot(num_workers=num_workers)
         by_bytes = self.episode_bytes is not None and self.byte_budget is not None
-        return EpisodePool(
-            order, self.episode_lengths if remainder is None else remainder.lengths,
-            strategy=self.strategy, pool_size=slot.share(self.pool_size), seed=self.seed,
-            epoch=epoch, rank=rank, worker=part,
-            episode_bytes=self.episode_bytes if by_bytes else None,
-            byte_budget=slot.share(self.byte_budget) if by_bytes else None,  # type: ignore[arg-type]
+        lengths = self.episode_lengths if remainder is None else remainder.lengths
+        common = dict(
+            strategy=self.strategy, seed=self.seed, epoch=epoch, rank=rank, worker=part,
             frames=None if remainder is None else remainder.frames,
         )
+        pool_size = slot.share(self.pool_size)
+        budget = slot.share(self.byte_budget) if by_bytes else None  # type: ignore[arg-type]
+        if not (self.stratified and self.groups is not None):
+            return EpisodePool(
+                order, lengths, pool_size=pool_size,
+                episode_bytes=self.episode_bytes if by_bytes else None, byte_budget=budget,
+                **common,  # type: ignore[arg-type]
+            )
+        order = np.asarray(order, dtype=np.int64)
+        group = np.asarray(self.groups(order), dtype=np.int64)
+        present = np.unique(group).tolist()
+        members = [order[group == g] for g in present]
+        sizes = split_share(pool_size, [m.size for m in members])
+        nbytes = [sum(self.episode_bytes[int(u)] for u in m) for m in members] if by_bytes else []
+        budgets = split_share(budget, nbytes) if by_bytes and budget else [None] * len(members)
+        pools = [
+            EpisodePool(
+                m, lengths, pool_size=size, episode_bytes=self.episode_bytes if by_bytes else None,
+                byte_budget=b, substream=1 + g, **common,  # type: ignore[arg-type]
+            )
+            for m, size, b, g in zip(members, sizes, budgets, present, strict=True)
+        ]
+        return StratifiedPool(pools, batch_size or 0)
 
 
 def stage_plan(
-    remainder: Remainder, *, world_size: int, num_workers: int, seed: int, epoch: int
+    remainder: Remainder, *, world_size: int, num_workers: int, seed: int, epoch: int,
+    groups: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> ShardPlan:
-    """The shard plan of the due frames: whole (due parts of) episodes, balanced by due frames."""
+    """The shard plan of the due frames: whole (due parts of) episodes, balanced by due frames
+    (each of ``groups`` on its own, for a stratified mixture)."""
     lengths: EpisodeLengths = remainder.lengths
     return plan_shards_arrays(
-        lengths, world_size=world_size, num_workers=num_workers, seed=seed, epoch=epoch
+        lengths, world_size=world_size, num_workers=num_workers, seed=seed, epoch=epoch,
+        groups=groups,
     )
 
 
@@ -186,7 +223,7 @@ def consumed_by_worker(
     """
     plan = stage_plan(
         remainder, world_size=stage.world_size, num_workers=stage.num_workers, seed=seed,
-        epoch=epoch,
+        epoch=epoch, groups=make_pool.plan_groups,
     )
     parts = worker_parts(stage.num_workers)
     for rank, frames_of in enumerate(plan.report.worker_frames):
@@ -197,7 +234,8 @@ def consumed_by_worker(
         for part, offset in enumerate(offsets):
             if offset:
                 pool = make_pool(plan.parts[rank][part], epoch=epoch, rank=rank, part=part,
-                                 num_workers=stage.num_workers, remainder=remainder)
+                                 num_workers=stage.num_workers, remainder=remainder,
+                                 batch_size=stage.batch_size)
                 yield pool.take(offset)
 
 

@@ -15,6 +15,8 @@ its due frames) and need not know where a unit comes from. A mixture turns sourc
   twice, so within an epoch two frames of a source differ in use by at most one, and over
   epochs the windows walk the whole cycle: a source chosen at 10 % of its frames shows every
   frame once in ten epochs. Whole episodes stay whole except at a window's two ends.
+* **Stratified batches** (:mod:`~feedline.episodes.schedule.stratified`) cut each worker's
+  order so that every batch holds each source's share.
 * **Unit ids**: source ``s``'s episode ``e`` in its ``k``-th copy of the epoch is
   ``k * span + offset[s] + e``, where ``offset`` stacks the sources' episode index ranges and
   ``span`` is their total. One source of plain frames is copy 0 at offset 0: the ids are the
@@ -38,7 +40,7 @@ import numpy as np
 from feedline.episodes.errors import MixtureError
 from feedline.episodes.schedule.elastic import Remainder
 
-__all__ = ["MixtureUnits", "Quota", "source_counts", "stratified_quotas"]
+__all__ = ["MixtureUnits", "Quota", "source_counts"]
 
 _CYCLE_STREAM = 0x4D495843  # "MIXC": the cycle orders' random stream, apart from plan and pools
 
@@ -251,32 +253,3 @@ class MixtureUnits:
             lengths[unit] = int(frames.size)
             if frames.size < int(lens[j]):
                 partial[unit] = frames
-
-
-def stratified_quotas(counts: Sequence[int], batch_size: int) -> np.ndarray:
-    """Per batch, how many anchors each source gives: ``out[b, s]``.
-
-    Why: with ``batching="stratified"`` every batch holds each source's share of the batch. By
-    the end of batch ``b`` source ``s`` should have given ``b * B * counts[s] / total``; each
-    batch gives every source the whole part of what it is short of that, and the batch's
-    leftover places go to the largest fractions. The rounding error is carried from batch to
-    batch, so every source stays within one anchor of its share and the epoch holds exactly
-    ``counts`` (every batch has ``B`` anchors but the last).
-    """
-    want = np.asarray(counts, dtype=np.int64)
-    total = int(want.sum())
-    batches = -(-total // batch_size) if total else 0
-    out = np.zeros((batches, want.size), dtype=np.int64)
-    given = np.zeros(want.size, dtype=np.int64)
-    for b in range(batches):
-        end = min((b + 1) * batch_size, total)
-        short = end * want / total - given
-        take = np.minimum(np.floor(np.maximum(short, 0.0)).astype(np.int64), want - given)
-        left = end - int(given.sum()) - int(take.sum())
-        if left:
-            room = want - given - take
-            frac = np.where(room > 0, short - take, -np.inf)
-            take[np.argsort(-frac, kind="stable")[:left]] += 1
-        out[b] = take
-        given += take
-    return out

@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -166,11 +166,35 @@ def _greedy_deal(lengths: np.ndarray, bins: int) -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
+def _grouped_deal(lengths: np.ndarray, groups: np.ndarray, bins: int) -> np.ndarray:
+    """Deal each group's items (in the given order) to the bin with the least of that group,
+    ties to the least loaded in all, then the lowest: every bin gets its share of every group
+    within the group's longest item, and small groups go to empty bins first."""
+    out = np.zeros(lengths.size, dtype=np.int64)
+    if bins == 1:
+        return out
+    total = [0] * bins
+    for g in np.unique(groups).tolist():
+        members = np.flatnonzero(groups == g)
+        heap = [(0, total[b], b) for b in range(bins)]
+        heapq.heapify(heap)
+        for i, n in zip(members.tolist(), lengths[members].tolist(), strict=True):
+            load, tl, b = heap[0]
+            out[i] = b
+            total[b] = tl + n
+            heapq.heapreplace(heap, (load + n, tl + n, b))
+    return out
+
+
 def plan_shards_arrays(
     episode_lengths: EpisodeLengths, *, world_size: int, num_workers: int, seed: int | None,
-    epoch: int,
+    epoch: int, groups: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> ShardPlan:
-    """Vectorised form of :func:`plan_shards` returning numpy arrays and the balance report."""
+    """Vectorised form of :func:`plan_shards` returning numpy arrays and the balance report.
+
+    ``groups`` maps episode indices to a group (a stratified mixture's sources): then every
+    rank and worker gets its share of each group, within the group's longest episode.
+    """
     from feedline.episodes.schedule.pool import (
         resolve_seed,  # the seed constants live with the pool
     )
@@ -189,7 +213,15 @@ def plan_shards_arrays(
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, _PLAN_STREAM])))
     order = rng.permutation(indices.size)
     ordered_lengths = lengths[order]
-    rank_of = _greedy_deal(ordered_lengths, world_size)
+    group_of = None if groups is None else np.asarray(groups(indices[order]), dtype=np.int64)
+
+    def deal(members: np.ndarray | None, bins: int) -> np.ndarray:
+        chosen = ordered_lengths if members is None else ordered_lengths[members]
+        if group_of is None:
+            return _greedy_deal(chosen, bins)
+        return _grouped_deal(chosen, group_of if members is None else group_of[members], bins)
+
+    rank_of = deal(None, world_size)
     parts: list[list[np.ndarray]] = []
     worker_frames: list[tuple[int, ...]] = []
     rank_frames = np.bincount(rank_of, weights=ordered_lengths, minlength=world_size)
@@ -202,7 +234,7 @@ def plan_shards_arrays(
                 "rank %d owns %d episode(s): using %d of %d DataLoader workers (the others idle)",
                 rank, members.size, workers, num_workers,
             )
-        worker_of = _greedy_deal(ordered_lengths[members], workers)
+        worker_of = deal(members, workers)
         rank_parts = [indices[order[members[worker_of == w]]] for w in range(workers)]
         parts.append(rank_parts)
         worker_frames.append(

@@ -91,6 +91,8 @@ class EpisodePool(Stateful):
             a partly consumed episode to one worker), episode index -> those frame indices,
             sorted; ``lengths`` counts them. The strategy orders the ``k``-th due frame as it
             would frame ``k`` of an episode of that length. Default ``None``: every frame.
+        substream: keeps the random numbers of pools that share a worker apart (a stratified
+            mixture runs one pool per source in each worker). Default 0.
     """
 
     STATE_VERSION = 1
@@ -111,7 +113,9 @@ class EpisodePool(Stateful):
         episode_bytes: Sequence[int] | np.ndarray | Mapping[int, int] | None = None,
         byte_budget: int | None = None,
         frames: Mapping[int, np.ndarray] | None = None,
+        substream: int = 0,
     ) -> None:
+        self.substream = int(substream)
         self.episodes = np.asarray(episodes, dtype=np.int64).reshape(-1)
         self.lengths = _aligned(self.episodes, lengths, "lengths")
         self._due_start, self._due = _due_frames(self.episodes, self.lengths, frames)
@@ -196,6 +200,8 @@ class EpisodePool(Stateful):
     def _rng(self, block: int) -> np.random.Generator:
         key = [self.seed, self.epoch, self.rank, self.worker, _POOL_STREAM,
                self._strategy.stream, block]
+        if self.substream:
+            key.append(self.substream)
         return np.random.Generator(np.random.PCG64(np.random.SeedSequence(key)))
 
     def _next_block(self) -> bool:
@@ -288,6 +294,16 @@ class EpisodePool(Stateful):
             self._cursor += k
             self._yielded += k
             n -= k
+
+    @property
+    def admission(self) -> np.ndarray:
+        """The episodes in the order their payloads must be fetched (the admission order)."""
+        return self.episodes
+
+    @property
+    def resident_limit(self) -> int:
+        """Most episodes resident at once."""
+        return self.pool_size
 
     @property
     def anchors_yielded(self) -> int:

@@ -215,18 +215,20 @@ def _epoch_lengths(units: EpisodeLengths | EpochUnits, epoch: int) -> EpisodeLen
 
 def rank_worker_counts(
     episode_lengths: EpisodeLengths | EpochUnits, *, world_size: int, num_workers: int, seed: int,
-    epoch: int, rank: int,
+    epoch: int, rank: int, groups: Any = None,
 ) -> list[int]:
-    """Anchors per DataLoader worker of ``rank`` (zeros for workers the plan leaves idle)."""
+    """Anchors per DataLoader worker of ``rank`` (zeros for workers the plan leaves idle);
+    ``groups`` as for :func:`~feedline.episodes.schedule.plan.plan_shards_arrays`."""
     report = plan_shards_arrays(
-        _epoch_lengths(episode_lengths, epoch), world_size=world_size, num_workers=num_workers, seed=seed, epoch=epoch
+        _epoch_lengths(episode_lengths, epoch), groups=groups, world_size=world_size, num_workers=num_workers, seed=seed, epoch=epoch
     ).report
     counts = list(report.worker_frames[rank])
     return counts + [0] * (worker_parts(num_workers) - len(counts))
 
 
 def rank_batch_counts(
-    episode_lengths: EpisodeLengths | EpochUnits, settings: ResumeSettings, *, epoch: int
+    episode_lengths: EpisodeLengths | EpochUnits, settings: ResumeSettings, *, epoch: int,
+    groups: Any = None,
 ) -> list[int]:
     """Batches every rank's loader yields in ``epoch``.
 
@@ -234,7 +236,7 @@ def rank_batch_counts(
     a DDP loop must stop every rank at ``min(...)`` (or pad) so no rank waits in a collective.
     """
     plan = plan_shards_arrays(
-        _epoch_lengths(episode_lengths, epoch), world_size=settings.world_size,
+        _epoch_lengths(episode_lengths, epoch), world_size=settings.world_size, groups=groups,
         num_workers=settings.num_workers,
         seed=settings.seed, epoch=epoch,
     )
@@ -356,7 +358,7 @@ def resume_position(
     due = position.remainder(lengths, make_pool)
     counts = rank_worker_counts(
         _epoch_lengths(lengths, epoch) if due is None else due.lengths,
-        world_size=current.world_size,
+        world_size=current.world_size, groups=make_pool.plan_groups,
         num_workers=current.num_workers, seed=current.seed, epoch=epoch, rank=rank,
     )
     per_worker = batches_per_worker(counts, current.batch_size, current.drop_last)

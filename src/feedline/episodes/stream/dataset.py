@@ -235,8 +235,10 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         #: How every worker builds its pool; the resume replay of an earlier topology uses it too.
         self.pool_maker = PoolMaker(
             self.sampling_strategy, self.episode_pool_size, self.seed, self.episode_lengths,
-            self.rank_budget_bytes, self.episode_bytes,
+            self.rank_budget_bytes, self.episode_bytes, groups=self.feed.groups,
+            stratified=self.feed.stratified,
         )
+        self._batch_size: int | None = None  # a stratified mixture's, from track(loader)
         plan_shards_arrays(  # fail now, not in a worker, when ranks outnumber episodes
             self.feed.epoch_lengths(0), world_size=self.data_world_size, num_workers=0,
             seed=self.seed, epoch=0,
@@ -318,7 +320,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         epoch = self.epoch if epoch is None else epoch
         return plan_shards_arrays(
             self.feed.epoch_lengths(epoch), world_size=self.data_world_size, num_workers=0,
-            seed=self.seed, epoch=epoch,
+            seed=self.seed, epoch=epoch, groups=self.pool_maker.plan_groups,
         )
 
     def rank_frames(self, epoch: int | None = None) -> int:
@@ -348,7 +350,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         """
         return rank_batch_counts(
             self.feed.units, self.resume_settings(batch_size, num_workers, drop_last),
-            epoch=self.epoch if epoch is None else epoch,
+            epoch=self.epoch if epoch is None else epoch, groups=self.pool_maker.plan_groups,
         )
 
     def __len__(self) -> int:
@@ -422,6 +424,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self._position = tracker.position
         self._write_control(self._position)
         self._diversity.batch_size = loader.batch_size
+        self._batch_size = loader.batch_size  # before iter(loader) ships the reader to workers
         report = self._rank_plan(tracker.epoch).report
         self._diversity.begin_epoch(
             report.rank_episodes[self.data_rank], report.rank_frames[self.data_rank],
@@ -528,6 +531,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         plan = plan_shards_arrays(
             self.episode_lengths if due is None else due.lengths, world_size=self.data_world_size,
             num_workers=num_workers, seed=self.seed, epoch=position.epoch,
+            groups=self.pool_maker.plan_groups,
         ).parts[self.data_rank]
         part = position.part_for_worker(worker_id)
         if part >= len(plan):
@@ -539,10 +543,17 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             prefetch_episodes=self.prefetch_episodes, num_workers=num_workers,
         )
         cache.check_sizes({ep: self.episode_bytes[ep] for ep in order})
+        if self.feed.stratified and not self._batch_size:
+            raise StreamingError(
+                "batching='stratified' cuts each worker's batches itself: iterate with "
+                "`for batch in dataset.track(loader)` so that it knows the DataLoader's batch_size"
+            )
         pool = self.pool_maker(
             order, epoch=position.epoch, rank=self.data_rank, part=part, num_workers=num_workers,
-            remainder=due,
+            remainder=due, batch_size=self._batch_size,
         )
+        cache.max_episodes = max(cache.max_episodes, pool.resident_limit + self.prefetch_episodes)
+        order = [int(e) for e in pool.admission]  # the fetch order (stratified: by first need)
         pool.skip(position.offset_for_worker(worker_id))
         episodes, frames = pool.take(pool.anchors_remaining)
         decoded = DecodedFrames(

@@ -43,6 +43,8 @@ class SingleFeed:
     """
 
     description = ""  # the checkpoint's ``mixture``: empty for one dataset
+    stratified = False
+    groups = None
 
     def __init__(self, source: StreamSource) -> None:
         self.sources = [source]
@@ -143,6 +145,9 @@ class MixtureFeed:
             [s.episode_lengths for s in self.sources], self.counts, seed=seed
         )
         self.unit_bytes = UnitBytes(self.units, self.sources)
+        #: Every batch holds each source's share (one pool per source in each worker).
+        self.stratified = mixture.batching == "stratified"
+        self.groups = self.units.sources_of
         self.identity = mixture_identity(self.sources, self.counts)
         self.description = mixture.describe(self.counts)
         maps = [s.feature_map for s in mixture.sources]
@@ -213,11 +218,6 @@ def open_mixture(
     mixture = sources if isinstance(sources, Mixture) else Mixture.of(
         sources, epoch_size=epoch_size, batching=batching
     )
-    if mixture.batching != "random":
-        raise MixtureError(
-            f"batching={mixture.batching!r} is not available in the streaming reader yet; use "
-            "batching='random' (sources mix as the pools draw them, with exact per-epoch counts)"
-        )
     transforms = options.pop("image_transforms", None)
     if transforms is not None and not callable(transforms):
         raise MixtureError("image_transforms must be callable or None")
