@@ -14,17 +14,24 @@ _EXPORTS = {
     "EpisodeDataset": "feedline.episodes.dataset",
     "StreamingEpisodeDataset": "feedline.episodes.stream.dataset",
     "EpisodesError": "feedline.episodes.errors",
+    "Mixture": "feedline.episodes.sources",
+    "MixtureError": "feedline.episodes.errors",
+    "Source": "feedline.episodes.sources",
 }
 
 __all__ = [
     "EpisodeDataset",
     "EpisodesError",
+    "Mixture",
+    "MixtureError",
+    "Source",
     "StreamingEpisodeDataset",
 ]
 
 if TYPE_CHECKING:
     from feedline.episodes.dataset import EpisodeDataset
-    from feedline.episodes.errors import EpisodesError
+    from feedline.episodes.errors import EpisodesError, MixtureError
+    from feedline.episodes.sources import Mixture, Source
     from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
