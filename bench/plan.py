@@ -10,6 +10,9 @@ Measures, each in a fresh subprocess (so peak RSS belongs to that phase alone):
   through the epoch (``spread``, pool 256) resumed at 6 ranks x 2 workers: replaying the old
   pools up to what they delivered and removing it (``remainder_after``), then planning the
   anchors still due over the new ranks (``stage_plan``).
+* ``mixture`` - the same episodes as three sources (``weight=3``, ``repeat=0.5``, ``choose`` a
+  third): the units of one epoch (``MixtureUnits.epoch``), their plan over 8 x 4, and the
+  stratified plan that deals each source on its own.
 * ``quality-<order>`` - shuffle quality on the first ``--quality-anchors`` anchors, MosaicML
   Streaming's way: entropy (bits) of |difference| between neighbouring sample ids and between
   neighbouring episode ids (their sum is Streaming's score); plus how often neighbours share an
@@ -109,6 +112,29 @@ def phase(name: str, episodes: int, mean: int, quality_anchors: int) -> dict[str
         out["due_anchors"] = due.total
         out["partial_episodes"] = len(due.frames)
         out["rank_imbalance"] = report.rank_imbalance
+    elif name == "mixture":
+        from feedline.episodes.schedule.mixture import MixtureUnits, Quota, source_counts
+        from feedline.episodes.schedule.plan import plan_shards_arrays
+
+        thirds = np.array_split(lengths, 3)  # three sources of a third of the episodes each
+        sources = [dict(enumerate(part.tolist())) for part in thirds]
+        quotas = [Quota(weight=3), Quota(repeat=0.5), Quota(choose=int(thirds[2].sum()) // 3)]
+        t = time.perf_counter()
+        counts = source_counts([int(p.sum()) for p in thirds], quotas)
+        units = MixtureUnits(sources, counts, seed=1000)
+        due = units.epoch(1)
+        out["units_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        report = plan_shards_arrays(due.lengths, world_size=8, num_workers=4, seed=1000,
+                                    epoch=1).report
+        out["plan_8x4_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        plan_shards_arrays(due.lengths, world_size=8, num_workers=4, seed=1000, epoch=1,
+                           groups=units.sources_of)
+        out["plan_8x4_stratified_s"] = time.perf_counter() - t
+        out["units"] = len(due.lengths)
+        out["anchors"] = due.total
+        out["rank_imbalance"] = report.rank_imbalance
     elif name.startswith("draws-"):
         n = 0
         for eps, _ in _anchors(name.removeprefix("draws-"), lengths, None):
@@ -188,6 +214,11 @@ def main() -> int:
     print(f"  replay of the consumed half {r['replay_s']:.2f} s; plan of the "
           f"{r['due_anchors']:.0f} due anchors ({r['partial_episodes']:.0f} partly consumed "
           f"episodes) over 6 x 2 {r['replan_s']:.2f} s; rank imbalance {r['rank_imbalance']:.5%}")
+    r = median_of("mixture")
+    row("mixture of 3: units + plans", r)
+    print(f"  units of an epoch {r['units_s']:.2f} s ({r['units']:.0f} units, "
+          f"{r['anchors']:.0f} anchors); plan 8 x 4 {r['plan_8x4_s']:.2f} s, stratified "
+          f"{r['plan_8x4_stratified_s']:.2f} s; rank imbalance {r['rank_imbalance']:.5%}")
     print(f"\nshuffle quality on the first {args.quality_anchors} anchors (one run each)")
     print(f"{'order':<22}{'sample H':>10}{'episode H':>11}{'score':>8}{'x perm':>8}"
           f"{'same-ep nbr':>13}{'eps/batch':>11}")

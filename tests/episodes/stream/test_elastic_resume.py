@@ -69,6 +69,8 @@ def test_resume_at_another_world_workers_and_batch_size_covers_the_rest_once(
     after = _ranks(root, world)
     for ds in after:
         ds.load_state_dict(state)
+    # the resumed epoch's length is what is left of it, on every rank
+    assert sum(len(ds) for ds in after) == many_episodes.total_frames - len(consumed)
     rest = _run(after, workers, batch_size)
     assert "coverage stays exact" in caplog.text
     everything = sorted(many_episodes.locate(i) for i in range(many_episodes.total_frames))

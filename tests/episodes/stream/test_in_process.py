@@ -8,7 +8,7 @@ import logging
 import pytest
 import torch
 
-from feedline.episodes.stream import dataset as stream_dataset
+from feedline.episodes.stream import inprocess as stream_dataset
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset
 

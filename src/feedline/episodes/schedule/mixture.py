@@ -237,18 +237,25 @@ class MixtureUnits:
         pieces = [(start, min(stop, n_frames))]
         if stop > n_frames:
             pieces.append((0, stop - n_frames))
-        due: dict[int, list[np.ndarray]] = {}
+        base = copy * self.span + int(self.offsets[s])
+        starts = ends - lens
+        edges: dict[int, list[np.ndarray]] = {}
         for a, b in pieces:
             first = int(np.searchsorted(ends, a, side="right"))
             last = int(np.searchsorted(ends, b, side="left"))
-            for j in range(first, last + 1):
-                e0 = int(ends[j] - lens[j])
-                lo, hi = max(a, e0) - e0, min(b, int(ends[j])) - e0
+            inside = np.arange(first, last + 1)
+            whole = inside[(starts[inside] >= a) & (ends[inside] <= b)]
+            ids = (base + self.episodes[s][order[whole]]).tolist()
+            lengths.update(zip(ids, lens[whole].tolist(), strict=True))
+            for j in {first, last}:  # the window's ends: cut unless wholly inside
+                e0, e1 = int(starts[j]), int(ends[j])
+                if e0 >= a and e1 <= b:
+                    continue
+                lo, hi = max(a, e0) - e0, min(b, e1) - e0
                 if hi > lo:
-                    due.setdefault(j, []).append(np.arange(lo, hi, dtype=np.int64))
-        base = copy * self.span + int(self.offsets[s])
-        for j, parts in due.items():
-            frames = np.sort(np.concatenate(parts))
+                    edges.setdefault(j, []).append(np.arange(lo, hi, dtype=np.int64))
+        for j, parts in edges.items():
+            frames = np.unique(np.concatenate(parts))
             unit = base + int(self.episodes[s][order[j]])
             lengths[unit] = int(frames.size)
             if frames.size < int(lens[j]):

@@ -37,7 +37,6 @@ from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
-import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from feedline.episodes.base import EpisodeDatasetBase
@@ -64,32 +63,13 @@ from feedline.episodes.stream.batches import batch_episodes, batch_len
 from feedline.episodes.stream.board import WorkerBoard
 from feedline.episodes.stream.decoded import MAX_CURSORS_PER_SLOT, DecodedFrames
 from feedline.episodes.stream.feed import MixtureFeed, SingleFeed, open_mixture
+from feedline.episodes.stream.inprocess import warn_in_process_threads
 from feedline.episodes.stream.pipeline import EpisodePipeline
 from feedline.episodes.stream.source import StreamSource
 
 __all__ = ["StreamingEpisodeDataset"]
 
 log = logging.getLogger(__name__)
-_warned_in_process = False
-
-
-def _warn_in_process_threads() -> None:
-    """Once per process: iterating in the training process with torch's intra-op pool of
-    several threads. Its threads spin-wait after every parallel op (collate's stack among them)
-    on the cores the decode threads need: measured 4x fewer samples/s at 96x128 on 2 cores than
-    with ``torch.set_num_threads(1)``, which DataLoader workers set for themselves."""
-    global _warned_in_process
-    if _warned_in_process or torch.get_num_threads() <= 1:
-        return
-    _warned_in_process = True
-    log.warning(
-        "StreamingEpisodeDataset is iterated in the training process while torch uses %d "
-        "intra-op threads, which compete with its decode threads: use DataLoader(num_workers>=1) "
-        "(each worker runs torch with one thread) or torch.set_num_threads(1)",
-        torch.get_num_threads(),
-    )
-
-
 _SETTING_NAMES = frozenset(f.name for f in fields(StreamingSettings))
 
 
@@ -316,10 +296,30 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             mixture=self.feed.description,
         )
 
+    def _remainder(self, position: ResumePosition) -> Any:
+        """What ``position``'s history left due (``None``: every frame of one dataset), kept:
+        the replay of an earlier topology is the costly part of an elastic resume, and the
+        reader ships it to its workers with itself."""
+        key = (position.epoch, position.history)
+        cache = self.__dict__.setdefault("_remainders", {})
+        if key not in cache:
+            cache.clear()
+            cache[key] = position.remainder(self.feed.units, self.pool_maker)
+        return cache[key]
+
+    def _due(self, epoch: int) -> Mapping[int, int]:
+        """Units of ``epoch`` still due for this reader: an elastic resume's remainder in the
+        epoch it resumed, else the whole epoch."""
+        tracker = self._tracker
+        position = self._position or (tracker.position if tracker is not None else None)
+        if position is not None and position.epoch == epoch and position.history:
+            return self._remainder(position).lengths
+        return self.feed.epoch_lengths(epoch)
+
     def _rank_plan(self, epoch: int | None) -> Any:
         epoch = self.epoch if epoch is None else epoch
         return plan_shards_arrays(
-            self.feed.epoch_lengths(epoch), world_size=self.data_world_size, num_workers=0,
+            self._due(epoch), world_size=self.data_world_size, num_workers=0,
             seed=self.seed, epoch=epoch, groups=self.pool_maker.plan_groups,
         )
 
@@ -336,7 +336,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         (:func:`~feedline.episodes.schedule.diversity.ideal_diversity`): the figures to read the
         measured ones against, with the DataLoader's ``batch_size`` and ``drop_last``."""
         episodes = np.concatenate(self._rank_plan(epoch).parts[self.data_rank])
-        due = self.feed.epoch_lengths(self.epoch if epoch is None else epoch)
+        due = self._due(self.epoch if epoch is None else epoch)
         lengths = [due[int(e)] for e in episodes]
         return ideal_diversity(lengths, batch_size, drop_last=drop_last, rounds=rounds, seed=seed)
 
@@ -394,6 +394,8 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self._pending_state = dict(state)
         self._position = position
         self.epoch = position.epoch
+        if position.history:
+            self._remainder(position)  # once here, shipped to the workers with the reader
         self._write_control(position)
 
     def state_dict(self) -> dict[str, Any]:
@@ -511,7 +513,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         info = get_worker_info()
         num_workers, worker_id = (info.num_workers, info.id) if info is not None else (0, 0)
         if info is None:
-            _warn_in_process_threads()
+            warn_in_process_threads()
             position = self._current_position(num_workers, self._position)
             self._position = None  # in-process: the position is used once
         else:  # what the training process published for this pass (persistent workers too)
@@ -527,7 +529,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         self, position: ResumePosition, num_workers: int, worker_id: int
     ) -> EpisodePipeline | None:
         """The pipeline DataLoader worker ``worker_id`` runs (None when the plan leaves it idle)."""
-        due = position.remainder(self.feed.units, self.pool_maker)  # None: every frame once
+        due = self._remainder(position)  # None: every frame of one dataset once
         plan = plan_shards_arrays(
             self.episode_lengths if due is None else due.lengths, world_size=self.data_world_size,
             num_workers=num_workers, seed=self.seed, epoch=position.epoch,
