@@ -180,8 +180,34 @@ class EpisodeTable:
         return list(dict.fromkeys(p for paths in self.video_path.values() for p in paths))
 
 
+class FeatureInfo:
+    """What ``info.json`` says of the samples: a dataset's and a mixture's metadata share it."""
+
+    info: dict[str, Any]
+
+    @property
+    def fps(self) -> int:
+        return int(self.info["fps"])
+
+    @property
+    def features(self) -> dict[str, dict[str, Any]]:
+        return self.info["features"]
+
+    @property
+    def video_keys(self) -> list[str]:
+        return [k for k, ft in self.features.items() if ft.get("dtype") == "video"]
+
+    @property
+    def image_keys(self) -> list[str]:
+        return [k for k, ft in self.features.items() if ft.get("dtype") == "image"]
+
+    @property
+    def camera_keys(self) -> list[str]:
+        return [k for k, ft in self.features.items() if ft.get("dtype") in ("video", "image")]
+
+
 @dataclass
-class DatasetMeta:
+class DatasetMeta(FeatureInfo):
     """``meta/`` of one dataset, read through a store.
 
     Args:
@@ -203,26 +229,6 @@ class DatasetMeta:
     @property
     def codebase_version(self) -> str:
         return str(self.info["codebase_version"])
-
-    @property
-    def fps(self) -> int:
-        return int(self.info["fps"])
-
-    @property
-    def features(self) -> dict[str, dict[str, Any]]:
-        return self.info["features"]
-
-    @property
-    def video_keys(self) -> list[str]:
-        return [k for k, ft in self.features.items() if ft.get("dtype") == "video"]
-
-    @property
-    def image_keys(self) -> list[str]:
-        return [k for k, ft in self.features.items() if ft.get("dtype") == "image"]
-
-    @property
-    def camera_keys(self) -> list[str]:
-        return [k for k, ft in self.features.items() if ft.get("dtype") in ("video", "image")]
 
     @property
     def total_episodes(self) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from feedline.episodes.errors import MixtureError
+from feedline.episodes.format import FeatureInfo
 from feedline.episodes.schedule.elastic import EpochUnits
 from feedline.episodes.schedule.mixture import MixtureUnits, source_counts
 from feedline.episodes.sources import Mixture, Source
@@ -71,7 +72,7 @@ class SingleFeed:
 
 
 @dataclass
-class MixtureMeta:
+class MixtureMeta(FeatureInfo):
     """``ds.meta`` of a mixture: what policies read of LeRobot's metadata, for the union.
 
     Args:
@@ -89,26 +90,6 @@ class MixtureMeta:
     source_stats: list[dict[str, dict[str, np.ndarray]] | None] = field(default_factory=list)
     source_info: list[dict[str, Any]] = field(default_factory=list)
     store: Any = None
-
-    @property
-    def fps(self) -> int:
-        return int(self.info["fps"])
-
-    @property
-    def features(self) -> dict[str, dict[str, Any]]:
-        return self.info["features"]
-
-    @property
-    def video_keys(self) -> list[str]:
-        return [k for k, ft in self.features.items() if ft.get("dtype") == "video"]
-
-    @property
-    def image_keys(self) -> list[str]:
-        return [k for k, ft in self.features.items() if ft.get("dtype") == "image"]
-
-    @property
-    def camera_keys(self) -> list[str]:
-        return [k for k, ft in self.features.items() if ft.get("dtype") in ("video", "image")]
 
 
 def _renamed(mapping: Mapping[str, Any] | None, feature_map: Mapping[str, str]) -> dict[str, Any]:
