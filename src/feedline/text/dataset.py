@@ -239,6 +239,8 @@ class TokenDataset(IterableDataset, Stateful):
         self.unit_bytes = _UnitBytes(self.units, [t.count * b for t, b in zip(self.tables, span_bytes, strict=True)])
         self.pool_maker = PoolMaker(strategy, pool_size, self.seed, self.units.epoch(0).lengths,
                                     gib_bytes(self.byte_budget_gb), self.unit_bytes)
+        self._largest_chunk = max(int(t.count.max()) * b for t, b in zip(self.tables, span_bytes, strict=True))
+        self.check_budget(0)
         self.sampler_identity = self._identity()
         self.mixture = "" if self.units.plain else "; ".join(
             f"{s.label}: {s.quota.describe()} = {c} windows" for s, c in zip(self.sources, counts, strict=True))
@@ -267,6 +269,18 @@ class TokenDataset(IterableDataset, Stateful):
     def windows(self) -> int:
         """Windows per epoch over every rank (a mixture's counts added up)."""
         return int(sum(self.counts))
+
+    def check_budget(self, num_workers: int) -> None:
+        """Fail before any fetch when one chunk alone exceeds a worker's share of the budget."""
+        slot = WorkerSlot(num_workers=num_workers)
+        rank_budget = gib_bytes(self.byte_budget_gb)
+        share = slot.share(rank_budget)
+        if self._largest_chunk > share:
+            whose = f"one worker's share (1/{slot.parts}) of" if slot.parts > 1 else "the"
+            raise TextError(
+                f"a chunk of {self.chunk_windows} windows of {self.seq_len + 1} tokens is {self._largest_chunk:,} "
+                f"bytes, more than {whose} byte budget ({share:,} of byte_budget_mb={rank_budget / 2**20:g}); "
+                "lower chunk_windows or raise byte_budget_mb")
 
     def _identity(self) -> str:
         h = hashlib.sha256(b"feedline.text.dataset/v1")
@@ -409,6 +423,7 @@ class TokenDataset(IterableDataset, Stateful):
         if part >= len(plan):
             return None
         order = [int(u) for u in plan[part]]
+        self.check_budget(num_workers)
         cache = EpisodeByteCache.for_worker(byte_budget_gb=self.byte_budget_gb, pool_size=self.pool_size,
                                             prefetch_episodes=self.prefetch_chunks, num_workers=num_workers)
         cache.check_sizes({u: self.unit_bytes[u] for u in order})
