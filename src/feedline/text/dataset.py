@@ -155,7 +155,7 @@ class TokenDataset(IterableDataset, Stateful):
         byte_budget_mb: MiB of fetched tokens held per rank (1/N per worker). Default 512.
         prefetch_chunks: chunks each worker fetches ahead of what its pool needs. Default 8.
         fetch_threads: ranged reads in flight per worker. Default 8.
-        assemble_threads: threads per worker cutting windows. Default 1.
+        assemble_threads: threads per worker cutting windows; 0 cuts them on the thread iterating the dataset (cheaper: a window is one slice). Default 0.
         queue_size: windows each worker holds ready ahead. Default 64.
         strategy: the pool's strategy (``"remaining"`` or ``"round_robin"``). Default ``"remaining"``.
         epoch_size: windows per epoch over all sources, with ``weight`` sources. Default: the
@@ -185,7 +185,7 @@ class TokenDataset(IterableDataset, Stateful):
         byte_budget_mb: float = 512,
         prefetch_chunks: int = 8,
         fetch_threads: int = 8,
-        assemble_threads: int = 1,
+        assemble_threads: int = 0,
         queue_size: int = 64,
         strategy: str = "remaining",
         epoch_size: int | None = None,
@@ -195,7 +195,7 @@ class TokenDataset(IterableDataset, Stateful):
     ) -> None:
         self.seq_len = check_int("seq_len", seq_len, minimum=1, error=TextError)
         for name, value, minimum in (("pool_size", pool_size, 1), ("prefetch_chunks", prefetch_chunks, 0),
-                                     ("fetch_threads", fetch_threads, 1), ("assemble_threads", assemble_threads, 1),
+                                     ("fetch_threads", fetch_threads, 1), ("assemble_threads", assemble_threads, 0),
                                      ("queue_size", queue_size, 1)):
             check_int(name, value, minimum=minimum, error=TextError)
         if not byte_budget_mb > 0:
