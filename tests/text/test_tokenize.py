@@ -123,3 +123,15 @@ def test_kill_9_then_rerun_gives_the_files_of_an_uninterrupted_run(tmp_path, tok
     rerun = _tokenize(docs, tokenizer_path, out, "--processes", "2")
     assert "already done" in rerun.stdout and not rerun.stdout.startswith("all")
     assert_same_tree(out, tmp_path / "full")
+
+
+def test_documents_over_http_tokenize_like_local_ones(tmp_path, tokenizer_path, nginx_server):
+    (shard,) = write_corpus(tmp_path, 1, 30)
+    served = Path(nginx_server.root) / "text-docs" / shard.name
+    served.parent.mkdir(parents=True, exist_ok=True)
+    served.write_bytes(shard.read_bytes())
+    _tokenize(shard, tokenizer_path, tmp_path / "local")
+    _tokenize(f"{nginx_server.url}/text-docs/{shard.name}", tokenizer_path, tmp_path / "http")
+    got = tmp_path / "http" / "text-docs" / "part-00.ds"  # a URL keeps its path below the host
+    assert got.read_bytes() == (tmp_path / "local" / "part-00.ds").read_bytes()
+    assert Path(f"{got}.index").read_bytes() == (tmp_path / "local" / "part-00.ds.index").read_bytes()
