@@ -92,7 +92,7 @@ def bench_tokenize(work: Path, docs: int, repeats: int) -> Path:
     rows = {}
     out = work / "tokens"
     runs = []
-    for r in range(repeats):
+    for _ in range(repeats):
         shutil.rmtree(out, ignore_errors=True)
         runs.append(child_cpu([sys.executable, "-m", "feedline", "tokenize", str(work / "documents"), "--tokenizer",
                                str(tokenizer), "--out", str(out), "--processes", "1"], env))
@@ -209,9 +209,9 @@ def epoch_rate(dataset, loader_workers: int | None, track: bool) -> tuple[float,
 
 def bench_dataset(tokens: Path, seq_len: int, repeats: int) -> None:
     import torch
+    from tests.servers import run_nginx
 
     from feedline.text import TokenDataset
-    from tests.servers import run_nginx
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp, run_nginx(Path(tmp)) as nginx:
