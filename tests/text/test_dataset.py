@@ -183,3 +183,17 @@ def test_persistent_workers_follow_epochs(tokens_root):
     first = [int(i) for b in ds.track(loader) for i in b["window_index"]]
     second = [int(i) for b in ds.track(loader) for i in b["window_index"]]
     assert sorted(first) == sorted(second) == list(range(ds.windows)) and first != second
+
+
+def test_set_epoch_and_rank_from_the_environment(tokens_root, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    ds = TokenDataset(tokens_root, SEQ, chunk_windows=8, return_index=True)
+    assert (ds.rank, ds.world_size) == (1, 2)
+    tracked = TokenDataset(tokens_root, SEQ, chunk_windows=8, return_index=True)
+    _epoch(tracked, num_workers=0)
+    second = _ids(_epoch(tracked, num_workers=0))  # the second pass of track() is epoch 1
+    ds.set_epoch(1)
+    assert [int(i["window_index"]) for i in ds] == second
+    assert len(ds) == len(second) == ds.rank_windows(1)
+    assert sum(ds.batches_per_rank(8, 0, epoch=1)) >= 2
