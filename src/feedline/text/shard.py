@@ -106,7 +106,7 @@ def _tokenizer_for(job: TokenizeJob) -> Any:
     return built
 
 
-def _texts(path: str, field: str) -> Iterator[list[str]]:
+def _texts(path: str, field: str, batch_size: int) -> Iterator[list[str]]:
     """The documents' texts in batches; errors name the file and the document."""
     from feedline.curate import files
     from feedline.curate.errors import CurateError, RetryableFailure
@@ -129,7 +129,7 @@ def _texts(path: str, field: str) -> Iterator[list[str]]:
                     named = f" (id {ident!r})" if ident is not None else ""
                     raise DocumentError(f"{path}: document {n}{named} has {what} {field!r} text")
                 batch.append(text)
-                if len(batch) >= 1024:
+                if len(batch) >= batch_size:
                     yield batch
                     batch = []
     except RetryableFailure as exc:
@@ -158,15 +158,14 @@ def tokenize_shard(task: ShardTask, job: TokenizeJob, progress: Callable[[int], 
     writer = ShardWriter(task.tokens_path, dtype, job.tokenizer.name)
     held: list[tuple[np.ndarray, np.ndarray]] = []
     try:
-        for texts in _texts(task.source, job.text_field):
-            for i in range(0, len(texts), job.batch_size):
-                tokens, counts = encode_documents(tokenizer, texts[i : i + job.batch_size], dtype)
-                if job.shuffle_seed is None:
-                    writer.write(tokens, counts)
-                else:
-                    held.append((tokens, counts))
-                if progress is not None:
-                    progress(int(counts.sum()))
+        for texts in _texts(task.source, job.text_field, job.batch_size):
+            tokens, counts = encode_documents(tokenizer, texts, dtype)
+            if job.shuffle_seed is None:
+                writer.write(tokens, counts)
+            else:
+                held.append((tokens, counts))
+            if progress is not None:
+                progress(int(counts.sum()))
         if held:
             tokens = np.concatenate([h[0] for h in held])
             counts = np.concatenate([h[1] for h in held])

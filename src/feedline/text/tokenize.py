@@ -34,7 +34,7 @@ from feedline.text.manifest import MANIFEST_NAME, ShardRecord, write_manifest
 from feedline.text.shard import ShardResult, ShardTask, TokenizeJob, run_shard
 from feedline.validate import check_int
 
-__all__ = ["TokenizeReport", "plan_shards", "run_tokenize"]
+__all__ = ["TokenizeReport", "plan_tasks", "run_tokenize"]
 
 log = logging.getLogger("feedline.text")
 MARKERS = ".feedline-tokenize"
@@ -72,7 +72,7 @@ def _stem(name: str) -> str:
     return name
 
 
-def plan_shards(sources: list[str], out: str, metadata: str) -> list[ShardTask]:
+def plan_tasks(sources: list[str], out: str, metadata: str) -> list[ShardTask]:
     """One task per source; outputs keep the sources' paths below their common folder (below
     ``documents/`` when there is one), so ``a/x.jsonl.gz`` becomes ``<out>/a/x.ds``."""
     from feedline.curate.processor import common_base
@@ -174,7 +174,7 @@ def run_tokenize(
     except CurateError as exc:
         raise TextError(str(exc)) from None
     metadata = metadata or posixpath.join(out, MARKERS)
-    tasks = plan_shards(sources, out, metadata)
+    tasks = plan_tasks(sources, out, metadata)
     refuse_inputs([(t.tokens_path, "choose another --out") for t in tasks], sources, error=TextError)
     report = TokenizeReport(total=len(tasks), out=out)
     records: dict[str, ShardRecord] = {}

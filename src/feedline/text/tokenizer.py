@@ -17,6 +17,7 @@ import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -82,7 +83,7 @@ def encode_documents(tokenizer: Any, texts: Sequence[str], dtype: np.dtype) -> t
     encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
     ids = [e.ids for e in encode(list(texts))]
     counts = np.fromiter(map(len, ids), np.int64, len(ids))
-    flat = np.fromiter((t for doc in ids for t in doc), dtype, int(counts.sum()))
+    flat = np.fromiter(chain.from_iterable(ids), dtype, int(counts.sum()))
     return flat, counts
 
 
