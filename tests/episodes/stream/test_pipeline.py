@@ -82,11 +82,12 @@ def test_order_and_budget_under_random_timing(seed, decode_threads):
     assert pipe.metrics.bytes_fetched == sum(sizes)
 
 
-def test_every_episode_released_at_the_end():
+@pytest.mark.parametrize("decode_threads", [2, 0])
+def test_every_episode_released_at_the_end(decode_threads):
     lengths, sizes = [5, 3, 8, 2, 6], [300, 200, 400, 100, 300]
     order, eps, frames = _schedule(lengths, sizes, 700, pool_size=2, seed=7)
     cache = EpisodeByteCache(700, max_episodes=3)
-    pipe = _pipeline(eps, frames, order, sizes, cache, decode_threads=2, decoded_queue_size=3)
+    pipe = _pipeline(eps, frames, order, sizes, cache, decode_threads=decode_threads, decoded_queue_size=3)
     assert len(list(pipe)) == sum(lengths)
     deadline = time.monotonic() + 5
     while cache.reserved_bytes and time.monotonic() < deadline:  # the last decodes end

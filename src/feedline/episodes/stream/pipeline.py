@@ -264,6 +264,19 @@ class EpisodePipeline(Stateful):
             if done:
                 self._close_payload(payload)
 
+    def _assemble_inline(self, ep: int, payload: Any, frame: int) -> dict[str, Any]:
+        """``decode_threads=0``: assemble on the consuming thread. No decode is ever in flight
+        when the episode is released, so the byte cache needs no per-sample decode count."""
+        try:
+            return self._assemble(payload, frame)
+        finally:
+            left = self._undecoded[ep] - 1
+            self._undecoded[ep] = left
+            if not left:
+                with self._cond:
+                    self._live.pop(ep, None)
+                self._close_payload(payload)
+
     @staticmethod
     def _close_payload(payload: Any) -> None:
         """Free what a payload holds beyond its bytes (decoded frames, open decoders)."""
@@ -301,10 +314,10 @@ class EpisodePipeline(Stateful):
             payload = self._payload(ep, block=not self._buffer)
             if payload is None:
                 return
-            self.cache.begin_decode(ep)
             if self._decode_pool is None:  # decode_threads=0: on this thread, in order
-                self._buffer.append(_Ready(self._decode_one(ep, payload, frame)))  # type: ignore[arg-type]
+                self._buffer.append(_Ready(self._assemble_inline(ep, payload, frame)))  # type: ignore[arg-type]
             else:
+                self.cache.begin_decode(ep)
                 self._buffer.append(self._decode_pool.submit(self._decode_one, ep, payload, frame))
             if self._last[ep] == self._next:
                 self.cache.release(ep)  # bytes return once its submitted decodes end
