@@ -221,20 +221,22 @@ def bench_dataset(tokens: Path, seq_len: int, repeats: int) -> None:
         names, span = ds.corpora[0].names, seq_len + 1
         print(f"\n## TokenDataset: {ds.windows:,} windows of {span} tokens, chunks of {ds.chunk_windows} windows "
               f"(median of {repeats}, one epoch each)")
-        print("| where | reader | TokenDataset windows/s | memmap windows/s | ratio | peak RSS per worker |")
+        print("| where | reader | TokenDataset windows/s | memmap windows/s | ratio | peak RSS per worker (memmap's) |")
         print("|---|---|---|---|---|---|")
         for where, root in sources.items():
             for label, workers in (("in process", None), ("DataLoader, 2 workers, batch 16", 2)):
-                ours, ceiling, rss = [], [], []
+                ours, ceiling, rss, rss_memmap = [], [], [], []
                 for _ in range(repeats):
                     reader = TokenDataset(root, seq_len)
                     rate, peak = epoch_rate(reader, workers, track=workers is not None)
                     ours.append(rate)
                     rss.append(peak)
                     memmap = MemmapWindows(tokens, names, span, worker_orders(reader, workers or 0))
-                    ceiling.append(epoch_rate(memmap, workers, track=False)[0])
+                    rate, peak = epoch_rate(memmap, workers, track=False)
+                    ceiling.append(rate)
+                    rss_memmap.append(peak)
                 a, b = statistics.median(ours), statistics.median(ceiling)
-                memory = f"{max(rss):.0f} MiB" if workers else "-"
+                memory = f"{max(rss):.0f} MiB ({max(rss_memmap):.0f} MiB)" if workers else "-"
                 print(f"| {where} | {label} | {a:,.0f} | {b:,.0f} | {a / b:.2f}x | {memory} |")
 
 
