@@ -197,3 +197,26 @@ def test_set_epoch_and_rank_from_the_environment(tokens_root, monkeypatch):
     assert [int(i["window_index"]) for i in ds] == second
     assert len(ds) == len(second) == ds.rank_windows(1)
     assert sum(ds.batches_per_rank(8, 0, epoch=1)) >= 2
+
+
+def test_a_mixture_resumes_sample_exactly_and_refuses_a_changed_weight(tokens_root, second_root):
+    def make(choose: int) -> TokenDataset:
+        return TokenDataset([TokenSource(str(tokens_root), weight=1), TokenSource(str(second_root), choose=choose)],
+                            SEQ, chunk_windows=8, epoch_size=900, return_index=True)
+
+    def pairs(batches: list[dict]) -> list[tuple[int, int]]:
+        return [(int(s), int(w)) for b in batches for s, w in zip(b["source_index"], b["window_index"], strict=True)]
+
+    full = pairs(_epoch(make(100), batch_size=8, num_workers=2))
+    ds = make(100)
+    taken = []
+    for k, batch in enumerate(ds.track(DataLoader(ds, batch_size=8, num_workers=2))):
+        taken.extend(pairs([batch]))
+        if k == 30:
+            state = ds.state_dict()
+            break
+    resumed = make(100)
+    resumed.load_state_dict(state)
+    assert taken + pairs(_epoch(resumed, batch_size=8, num_workers=2)) == full
+    with pytest.raises(Exception, match="mixture"):
+        make(120).load_state_dict(state)
