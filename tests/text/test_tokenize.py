@@ -135,3 +135,25 @@ def test_documents_over_http_tokenize_like_local_ones(tmp_path, tokenizer_path, 
     got = tmp_path / "http" / "text-docs" / "part-00.ds"  # a URL keeps its path below the host
     assert got.read_bytes() == (tmp_path / "local" / "part-00.ds").read_bytes()
     assert Path(f"{got}.index").read_bytes() == (tmp_path / "local" / "part-00.ds.index").read_bytes()
+
+
+def test_progress_counts_tokens_per_second_with_shards_and_documents(tmp_path, tokenizer_path, monkeypatch, caplog):
+    import logging
+
+    from feedline.run.progress import Progress
+    from feedline.text import tokenize as module
+    from feedline.text.shard import TokenizeJob
+    from feedline.text.tokenizer import load_tokenizer
+
+    class EveryUpdate(Progress):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "enabled": False, "log_every_s": 0.0})
+
+    monkeypatch.setattr(module, "Progress", EveryUpdate)
+    write_corpus(tmp_path, 2, 20)
+    with caplog.at_level(logging.INFO, logger="feedline.progress"):
+        report = module.run_tokenize([str(tmp_path / "documents")], TokenizeJob(load_tokenizer(str(tokenizer_path))),
+                                     str(tmp_path / "out"))
+    lines = [r.getMessage() for r in caplog.records if r.name == "feedline.progress"]
+    assert lines and all(line.startswith("tokenize: ") and " tok/s" in line for line in lines)
+    assert lines[-1].startswith(f"tokenize: {report.tokens:,} tok in ") and lines[-1].endswith("2/2 shards, 40 documents")
