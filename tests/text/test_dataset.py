@@ -218,5 +218,5 @@ def test_a_mixture_resumes_sample_exactly_and_refuses_a_changed_weight(tokens_ro
     resumed = make(100)
     resumed.load_state_dict(state)
     assert taken + pairs(_epoch(resumed, batch_size=8, num_workers=2)) == full
-    with pytest.raises(Exception, match="mixture"):
+    with pytest.raises(TextError, match=r"cannot resume sample-exactly: .*mixture \(checkpoint '0:tokens: weight 1 = 800 windows; 1:tokens: choose 100"):
         make(120).load_state_dict(state)

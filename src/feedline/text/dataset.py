@@ -225,11 +225,15 @@ class TokenDataset(IterableDataset, Stateful):
                 raise TextError(f"{corpus.where()}: {int(corpus.tokens.sum())} tokens hold no window of "
                                 f"seq_len + 1 = {seq_len + 1} tokens (source {source.label})")
         windows = [table.windows for table in self.tables]
+        names = [s.label for s in self.sources]
+        if len(set(names)) < len(names):  # two roots with the same last folder name
+            names = [f"{i}:{name}" for i, name in enumerate(names)]
+        #: How messages, the mixture line and the checkpoint name each source.
+        self.source_names = names
         self.file_windows = [np.concatenate(([0], np.cumsum([windows_in(n, seq_len) for n in c.tokens])))
                              for c in self.corpora]
         try:
-            counts = source_counts(windows, [s.quota for s in self.sources], epoch_size,
-                                   names=[s.label for s in self.sources])
+            counts = source_counts(windows, [s.quota for s in self.sources], epoch_size, names=names)
             self.units = MixtureUnits([dict(enumerate(t.count.tolist())) for t in self.tables], counts,
                                       seed=self.seed)
         except EpisodesError as exc:
@@ -243,7 +247,8 @@ class TokenDataset(IterableDataset, Stateful):
         self.check_budget(0)
         self.sampler_identity = self._identity()
         self.mixture = "" if self.units.plain else "; ".join(
-            f"{s.label}: {s.quota.describe()} = {c} windows" for s, c in zip(self.sources, counts, strict=True))
+            f"{name}: {s.quota.describe()} = {c} windows"
+            for name, s, c in zip(names, self.sources, counts, strict=True))
         try:
             plan_shards_arrays(self.units.epoch(0).lengths, world_size=self.world_size, num_workers=0,
                                seed=self.seed, epoch=0)
@@ -331,10 +336,13 @@ class TokenDataset(IterableDataset, Stateful):
 
     def restore_state(self, state: Mapping[str, Any]) -> None:
         """Restore a checkpoint taken by :meth:`state_dict`; call before iterating."""
-        saved = ResumeState.from_dict(state, version_checked=True)
-        settings = self.resume_settings(saved.batch_size, saved.num_workers, saved.drop_last)
-        position = resume_position(saved, settings, self.units, rank=self.rank,
-                                   allow_order_change=self.allow_order_change, make_pool=self.pool_maker)
+        try:
+            saved = ResumeState.from_dict(state, version_checked=True)
+            settings = self.resume_settings(saved.batch_size, saved.num_workers, saved.drop_last)
+            position = resume_position(saved, settings, self.units, rank=self.rank,
+                                       allow_order_change=self.allow_order_change, make_pool=self.pool_maker)
+        except EpisodesError as exc:  # the scheduler's refusal, under the text part's root
+            raise TextError(f"TokenDataset checkpoint: {exc}") from None
         self._pending_state = dict(state)
         self._position = position
         self.epoch = position.epoch
