@@ -10,7 +10,12 @@ LEROBOT_VENV := .venv-lerobot
 LEROBOT_BIN  := $(LEROBOT_VENV)/bin
 LEROBOT_STAMP := $(LEROBOT_VENV)/.feedline-installed
 
-.PHONY: demo test test-fast test-lerobot lint bench servers ffmpeg venv venv-lerobot clean
+# The datatrove oracle (tests/text/test_datatrove.py, bench/text.py): datatrove 0.10.1 in a side venv,
+# since its pins (huggingface_hub, fsspec) are not feedline's; torch because its dataset classes need it.
+DATATROVE_VENV  := .venv-datatrove
+DATATROVE_STAMP := $(DATATROVE_VENV)/.feedline-installed
+
+.PHONY: demo test test-fast test-lerobot lint bench servers ffmpeg venv venv-lerobot venv-datatrove clean
 
 venv: $(STAMP)
 
@@ -23,6 +28,15 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 venv-lerobot: $(LEROBOT_STAMP)
+
+venv-datatrove: $(DATATROVE_STAMP)
+
+$(DATATROVE_STAMP): Makefile
+	@test -x $(DATATROVE_VENV)/bin/python || $(PYTHON) -m venv $(DATATROVE_VENV)
+	$(DATATROVE_VENV)/bin/python -m pip install -q --upgrade pip
+	$(DATATROVE_VENV)/bin/python -m pip install -q 'torch==2.13.0'
+	$(DATATROVE_VENV)/bin/python -m pip install -q 'datatrove==0.10.1' 'tokenizers>=0.20' orjson zstandard
+	@touch $@
 
 # The first Python 3.12 of: PYTHON312, python3.12 on PATH, pyenv's 3.12 versions. LeRobot goes in first
 # so its pins (datasets: fsspec<=...) decide fsspec; s3fs is then asked for the same release (the two
@@ -54,7 +68,7 @@ servers:
 demo: $(STAMP)
 	$(BIN)/feedline demo
 
-test: $(STAMP) servers
+test: $(STAMP) servers $(DATATROVE_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # Everything that needs no server (no nginx install, no moto): the quick loop while editing.
@@ -68,9 +82,9 @@ test-lerobot: $(LEROBOT_STAMP) servers ffmpeg
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
-bench: $(STAMP) servers
+bench: $(STAMP) servers $(DATATROVE_STAMP)
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(LEROBOT_VENV) build src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(LEROBOT_VENV) $(DATATROVE_VENV) build src/*.egg-info .pytest_cache .hypothesis

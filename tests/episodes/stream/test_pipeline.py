@@ -64,8 +64,8 @@ def _pipeline(eps, frames, order, sizes, cache, *, seed=0, fetch_delay=0.003, de
     )
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_order_and_budget_under_random_timing(seed):
+@pytest.mark.parametrize(("seed", "decode_threads"), [(0, 3), (1, 3), (2, 3), (3, 3), (4, 0), (5, 0)])
+def test_order_and_budget_under_random_timing(seed, decode_threads):
     rng = np.random.default_rng(seed)
     lengths = rng.integers(1, 30, size=24).tolist()
     sizes = rng.integers(100, 1000, size=24).tolist()
@@ -73,7 +73,7 @@ def test_order_and_budget_under_random_timing(seed):
     order, eps, frames = _schedule(lengths, sizes, budget, pool_size=4, seed=seed)
     cache = EpisodeByteCache(budget, max_episodes=4 + 2)
     pipe = _pipeline(eps, frames, order, sizes, cache, seed=seed, max_num_shards=3,
-                     decode_threads=3, decoded_queue_size=5)
+                     decode_threads=decode_threads, decoded_queue_size=5)  # 0: on the consuming thread
     out = [(s["episode"], s["frame"]) for s in pipe]
     assert out == list(zip(eps.tolist(), frames.tolist(), strict=True))  # exact schedule order
     assert cache.peak_reserved_bytes <= budget
@@ -82,11 +82,12 @@ def test_order_and_budget_under_random_timing(seed):
     assert pipe.metrics.bytes_fetched == sum(sizes)
 
 
-def test_every_episode_released_at_the_end():
+@pytest.mark.parametrize("decode_threads", [2, 0])
+def test_every_episode_released_at_the_end(decode_threads):
     lengths, sizes = [5, 3, 8, 2, 6], [300, 200, 400, 100, 300]
     order, eps, frames = _schedule(lengths, sizes, 700, pool_size=2, seed=7)
     cache = EpisodeByteCache(700, max_episodes=3)
-    pipe = _pipeline(eps, frames, order, sizes, cache, decode_threads=2, decoded_queue_size=3)
+    pipe = _pipeline(eps, frames, order, sizes, cache, decode_threads=decode_threads, decoded_queue_size=3)
     assert len(list(pipe)) == sum(lengths)
     deadline = time.monotonic() + 5
     while cache.reserved_bytes and time.monotonic() < deadline:  # the last decodes end
@@ -150,9 +151,9 @@ def test_close_mid_epoch_stops_a_blocked_dispatcher():
 def test_bad_settings_are_refused():
     cache = EpisodeByteCache(10, max_episodes=1)
     empty = np.empty(0, np.int64)
-    with pytest.raises(StreamingError, match="decode_threads must be an integer >= 1"):
+    with pytest.raises(StreamingError, match="decode_threads must be an integer >= 0"):
         EpisodePipeline(empty, empty, [], {}, fetch=Payload, assemble=dict, cache=cache,
-                        decode_threads=0)
+                        decode_threads=-1)
     with pytest.raises(StreamingError, match="no admission"):
         EpisodePipeline(np.array([1]), np.array([0]), [], {}, fetch=Payload, assemble=dict,
                         cache=cache)

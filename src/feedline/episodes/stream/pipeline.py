@@ -85,6 +85,21 @@ class PipelineMetrics:
         return asdict(self)
 
 
+class _Ready:
+    """A sample assembled on the consuming thread, in the buffer beside decode futures."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: dict[str, Any]) -> None:
+        self.value = value
+
+    def result(self) -> dict[str, Any]:
+        return self.value
+
+    def cancel(self) -> bool:
+        return False
+
+
 class EpisodePipeline(Stateful):
     """Samples of one worker's anchors, in schedule order (an iterator; ``close()`` stops threads).
 
@@ -97,7 +112,8 @@ class EpisodePipeline(Stateful):
         assemble: ``assemble(payload, frame) -> sample``; runs on the decode threads.
         cache: the worker's byte cache (admission frontier).
         max_num_shards: episodes fetched in parallel (fetch threads). Default 16.
-        decode_threads: threads running ``assemble``. Default 2.
+        decode_threads: threads running ``assemble``; 0 runs it on the consuming thread (for an
+            ``assemble`` too cheap to pay a thread hand-off per sample). Default 2.
         decoded_queue_size: samples submitted for decoding ahead of the consumer. Default 8.
         finish: ``finish(sample) -> sample`` run on the consuming thread (image transforms).
             Default ``None``.
@@ -133,7 +149,7 @@ class EpisodePipeline(Stateful):
             ("decode_threads", decode_threads),
             ("decoded_queue_size", decoded_queue_size),
         ):
-            check_int(name, value, minimum=1, error=StreamingError)
+            check_int(name, value, minimum=0 if name == "decode_threads" else 1, error=StreamingError)
         self._anchors = (np.asarray(episodes, np.int64), np.asarray(frames, np.int64))
         self._eps = episodes.tolist()
         self._frames = frames.tolist()
@@ -171,7 +187,9 @@ class EpisodePipeline(Stateful):
         self._started = True
         fetchers, decoders = self._threads
         self._fetch_pool = ThreadPoolExecutor(fetchers, thread_name_prefix="feedline-fetch")
-        self._decode_pool = ThreadPoolExecutor(decoders, thread_name_prefix="feedline-decode")
+        self._decode_pool = (
+            ThreadPoolExecutor(decoders, thread_name_prefix="feedline-decode") if decoders else None
+        )
         self._dispatcher = threading.Thread(
             target=self._dispatch, name="feedline-admission", daemon=True
         )
@@ -246,6 +264,19 @@ class EpisodePipeline(Stateful):
             if done:
                 self._close_payload(payload)
 
+    def _assemble_inline(self, ep: int, payload: Any, frame: int) -> dict[str, Any]:
+        """``decode_threads=0``: assemble on the consuming thread. No decode is ever in flight
+        when the episode is released, so the byte cache needs no per-sample decode count."""
+        try:
+            return self._assemble(payload, frame)
+        finally:
+            left = self._undecoded[ep] - 1
+            self._undecoded[ep] = left
+            if not left:
+                with self._cond:
+                    self._live.pop(ep, None)
+                self._close_payload(payload)
+
     @staticmethod
     def _close_payload(payload: Any) -> None:
         """Free what a payload holds beyond its bytes (decoded frames, open decoders)."""
@@ -283,8 +314,11 @@ class EpisodePipeline(Stateful):
             payload = self._payload(ep, block=not self._buffer)
             if payload is None:
                 return
-            self.cache.begin_decode(ep)
-            self._buffer.append(self._decode_pool.submit(self._decode_one, ep, payload, frame))
+            if self._decode_pool is None:  # decode_threads=0: on this thread, in order
+                self._buffer.append(_Ready(self._assemble_inline(ep, payload, frame)))  # type: ignore[arg-type]
+            else:
+                self.cache.begin_decode(ep)
+                self._buffer.append(self._decode_pool.submit(self._decode_one, ep, payload, frame))
             if self._last[ep] == self._next:
                 self.cache.release(ep)  # bytes return once its submitted decodes end
                 del self._payloads[ep]
@@ -372,7 +406,8 @@ class EpisodePipeline(Stateful):
         self._payloads.clear()
         if self._started:
             self._fetch_pool.shutdown(wait=False, cancel_futures=True)
-            self._decode_pool.shutdown(wait=False, cancel_futures=True)
+            if self._decode_pool is not None:
+                self._decode_pool.shutdown(wait=False, cancel_futures=True)
         with self._cond:
             live = list(self._live.values())
             self._live.clear()

@@ -1,0 +1,173 @@
+"""A tokenize output folder read from any store: its files, token counts and document ends.
+
+Nothing is downloaded first. A corpus reads the manifest when there is one (over HTTP, which has
+no listing, it must be there: the files are found through it), else lists the ``*.ds`` files of
+the folder (a folder written by datatrove itself reads too). Then it reads every ``.ds.index``
+whole (8 bytes a document) and checks it against the token file's size; the tokens stay in the
+store and are fetched later by byte range, a chunk at a time.
+
+A corpus pickles to a root URL, options and the small arrays; each process opens its own store on
+first use (connections are never shared between DataLoader workers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from feedline.io.errors import NotFoundError, StoreError
+from feedline.io.redact import redact_text
+from feedline.text.errors import TokenFileError
+from feedline.text.layout import INDEX_SUFFIX, METADATA_SUFFIX, TOKENS_SUFFIX
+from feedline.text.manifest import MANIFEST_NAME, Manifest, parse_manifest
+
+__all__ = ["TokenCorpus"]
+
+
+def _token_bytes_from_metadata(data: bytes, where: str) -> int:
+    first = data.decode("utf-8", "replace").splitlines()[0] if data else ""
+    size = first.rsplit("|", 1)[-1]
+    if size not in ("2", "4"):
+        raise TokenFileError(f"{where}: no token size in its first line ({first[:80]!r}); give token_size=")
+    return int(size)
+
+
+@dataclass
+class TokenCorpus:
+    """The token files below ``root`` (a folder, ``http(s)://`` or ``s3://`` URL).
+
+    Args:
+        root: the ``--out`` folder of ``feedline tokenize`` (or a datatrove output folder).
+        storage_options: for the store (``endpoint_url``, credentials ...). Default none.
+        token_size: bytes per token when neither a manifest nor a ``.ds.metadata`` says.
+    """
+
+    root: str
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    token_size: int | None = None
+
+    def __post_init__(self) -> None:
+        self.root = os.fspath(self.root)
+        self._store: Any = None
+        self._pid = -1
+        self.manifest: Manifest | None = None
+        self.names, tokens, self.token_bytes = self._find_files()
+        self.tokens = np.asarray(tokens, dtype=np.int64)
+        self.doc_ends = [self._read_index(name, int(n)) for name, n in zip(self.names, self.tokens, strict=True)]
+        self.dtype = np.dtype("<u2" if self.token_bytes == 2 else "<u4")
+
+    # ---- the store, one per process -------------------------------------------------------
+    @property
+    def store(self) -> Any:
+        if self._store is None or self._pid != os.getpid():
+            from feedline.io import open_store
+
+            try:
+                self._store = open_store(self.root, **self.storage_options)
+            except StoreError as exc:
+                raise TokenFileError(f"{redact_text(self.root)}: {exc}") from None
+            self._pid = os.getpid()
+        return self._store
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_store"], state["_pid"] = None, -1
+        return state
+
+    def where(self, name: str = "") -> str:
+        return redact_text(posixpath.join(self.root.rstrip("/"), name) if name else self.root)
+
+    # ---- finding the files ------------------------------------------------------------------
+    def _read(self, name: str) -> bytes | None:
+        try:
+            return self.store.read_bytes(name)
+        except NotFoundError:
+            return None
+        except StoreError as exc:
+            raise TokenFileError(f"{self.where(name)}: {exc}") from None
+
+    def _find_files(self) -> tuple[list[str], list[int], int]:
+        data = self._read(MANIFEST_NAME)
+        if data is not None:
+            manifest = self.manifest = parse_manifest(data, self.where(MANIFEST_NAME))
+            names = [s.path for s in manifest.shards]
+            token_bytes = manifest.token_bytes
+            for shard in manifest.shards:
+                size = self._size(shard.path)
+                if size != shard.tokens * token_bytes:
+                    raise TokenFileError(
+                        f"{self.where(shard.path)}: {size} bytes, but the manifest lists {shard.tokens} tokens "
+                        f"of {token_bytes} bytes ({shard.tokens * token_bytes}); the folder changed since tokenize"
+                    )
+            return names, [s.tokens for s in manifest.shards], token_bytes
+        if self.root.startswith(("http://", "https://")):
+            raise TokenFileError(f"{self.where(MANIFEST_NAME)}: not found; over HTTP the token files are "
+                                 "found through the manifest feedline tokenize writes")
+        try:
+            listed = [i for i in self.store.list("") if i.path.endswith(TOKENS_SUFFIX)
+                      and not any(p.startswith(".") for p in i.path.split("/"))]
+        except StoreError as exc:
+            raise TokenFileError(f"{self.where()}: cannot list ({exc})") from None
+        if not listed:
+            raise TokenFileError(f"{self.where()}: no {TOKENS_SUFFIX} token files and no {MANIFEST_NAME}")
+        names = [i.path for i in listed]
+        token_bytes = self.token_size
+        if token_bytes is None:
+            meta = self._read(names[0][: -len(TOKENS_SUFFIX)] + METADATA_SUFFIX)
+            if meta is None:
+                raise TokenFileError(f"{self.where(names[0])}: no manifest and no .ds.metadata to tell "
+                                     "the token size; give token_size=2 or 4")
+            token_bytes = _token_bytes_from_metadata(meta, self.where(names[0]))
+        tokens = []
+        for info in listed:
+            if info.size % token_bytes:
+                raise TokenFileError(f"{self.where(info.path)}: {info.size} bytes is not a whole number of "
+                                     f"{token_bytes}-byte tokens (truncated?)")
+            tokens.append(info.size // token_bytes)
+        return names, tokens, int(token_bytes)
+
+    def _size(self, name: str) -> int:
+        try:
+            return int(self.store.stat(name).size)
+        except NotFoundError:
+            raise TokenFileError(f"{self.where(name)}: listed in the manifest but missing") from None
+        except StoreError as exc:
+            raise TokenFileError(f"{self.where(name)}: {exc}") from None
+
+    def _read_index(self, name: str, tokens: int) -> np.ndarray:
+        index = name[: -len(TOKENS_SUFFIX)] + INDEX_SUFFIX
+        data = self._read(index)
+        if data is None:
+            raise TokenFileError(f"{self.where(index)}: missing (every .ds needs its .ds.index)")
+        if len(data) % 8:
+            raise TokenFileError(f"{self.where(index)}: {len(data)} bytes is not a whole number of uint64 ends")
+        ends = np.frombuffer(data, dtype="<u8").astype(np.int64)
+        if ends.size and (np.any(np.diff(ends) < 0) or ends[0] < 0 or ends[-1] != tokens):
+            raise TokenFileError(f"{self.where(index)}: document ends do not fit {name} ({tokens} tokens; "
+                                 f"last end {int(ends[-1])})")
+        return ends
+
+    # ---- reading ----------------------------------------------------------------------------
+    def read_tokens(self, file: int, start: int, end: int) -> np.ndarray:
+        """Tokens ``[start, end)`` of file ``file``: one ranged read."""
+        tb = self.token_bytes
+        name = self.names[file]
+        try:
+            data = self.store.read_range(name, start * tb, end * tb)
+        except StoreError as exc:
+            raise TokenFileError(f"{self.where(name)}: {exc}") from None
+        if len(data) != (end - start) * tb:
+            raise TokenFileError(f"{self.where(name)}: short read ({len(data)} of {(end - start) * tb} bytes)")
+        return np.frombuffer(data, dtype=self.dtype)
+
+    def identity(self) -> str:
+        """Digest of the files' names, token counts and document counts."""
+        h = hashlib.sha256(b"feedline.text.corpus/v1")
+        for name, n, ends in zip(self.names, self.tokens.tolist(), self.doc_ends, strict=True):
+            h.update(f"{name}\0{n}\0{ends.size}\0".encode())
+        return h.hexdigest()[:32]

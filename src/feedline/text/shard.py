@@ -1,0 +1,203 @@
+"""One tokenize task: one input shard read, tokenized and written, then its ``.done`` marker.
+
+Every executor (in process, the spawn pool, Ray) runs :func:`run_shard` and gets a
+:class:`ShardResult` back, never an exception for a failure of the shard itself, so all of them
+report failures alike (the curate processor's contract). The marker is a
+:class:`~feedline.run.markers.DoneMarker` tied to a digest of the job's signature, so a shard
+counts as done only for the same tokenizer (by sha256), EOS, shuffle seed and text field.
+
+A document is one JSON line with a ``text`` string (Dolma's and datatrove's field). A line that
+is not JSON, a document without text, or a truncated compressed file fails the shard with one
+line naming the file and the document, before anything is installed: the shard's three files
+appear together, after its last document, or not at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from feedline.run.markers import DoneMarker, params_digest
+from feedline.run.retry import pause_before_retry
+from feedline.text.errors import DocumentError, RetryableTextFailure, TextError
+from feedline.text.layout import ShardWriter
+from feedline.text.tokenizer import TextTokenizer, encode_documents
+
+__all__ = ["ShardResult", "ShardTask", "TokenizeJob", "run_shard"]
+
+log = logging.getLogger("feedline.text")
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TokenizeJob:
+    """What every shard of a run shares.
+
+    Args:
+        tokenizer: the loaded tokenizer (its ``tokenizer.json`` text travels to the workers).
+        shuffle_seed: shuffle documents within each shard with this seed; ``None`` keeps them
+            in input order.
+        text_field: the JSON field holding a document's text.
+        batch_size: documents encoded per ``encode_batch`` call.
+    """
+
+    tokenizer: TextTokenizer
+    shuffle_seed: int | None = None
+    text_field: str = "text"
+    batch_size: int = 1024
+
+    def signature(self) -> dict[str, Any]:
+        """Everything that changes a shard's bytes (what its marker is tied to)."""
+        t = self.tokenizer
+        return {"format": FORMAT_VERSION, "tokenizer": t.sha256, "name": t.name, "eos": t.eos_id,
+                "dtype": t.dtype.name, "shuffle": self.shuffle_seed, "text_field": self.text_field}
+
+    def parameters(self) -> dict[str, Any]:
+        """The manifest's ``parameters``."""
+        return {"shuffle_documents": self.shuffle_seed, "text_field": self.text_field,
+                "eos_token": self.tokenizer.eos_token}
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One input shard: ``source`` (path or URL), ``name`` the output ``.ds`` path below
+    ``--out``, ``tokens_path`` that file, ``marker`` where its ``.done`` marker goes."""
+
+    source: str
+    name: str
+    tokens_path: str
+    marker: str
+
+    def done_marker(self, job: TokenizeJob) -> DoneMarker:
+        return DoneMarker(self.marker, params_digest({**job.signature(), "source": self.source,
+                                                      "name": self.name}))
+
+
+@dataclass
+class ShardResult:
+    source: str
+    ok: bool
+    name: str = ""
+    documents: int = 0
+    tokens: int = 0
+    attempts: int = 1
+    error: str = ""
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        return self.error if self.error.startswith(self.source) else f"{self.source}: {self.error}"
+
+
+_BUILT: dict[str, Any] = {}
+
+
+def _tokenizer_for(job: TokenizeJob) -> Any:
+    key = f"{job.tokenizer.sha256}:{job.tokenizer.eos_id}"
+    built = _BUILT.get(key)
+    if built is None:
+        built = _BUILT[key] = job.tokenizer.build()
+    return built
+
+
+def _texts(path: str, field: str, batch_size: int) -> Iterator[list[str]]:
+    """The documents' texts in batches; errors name the file and the document."""
+    from feedline.curate import files
+    from feedline.curate.errors import CurateError, RetryableFailure
+
+    loads = orjson.loads
+    batch: list[str] = []
+    n = 0
+    try:
+        with files.open_lines(path) as lines:
+            for line in lines:
+                n += 1
+                try:
+                    doc = loads(line)
+                except orjson.JSONDecodeError:
+                    raise DocumentError(f"{path}: document {n} is not a JSON line") from None
+                text = doc.get(field) if isinstance(doc, dict) else None
+                if not isinstance(text, str):
+                    what = "no" if text is None else f"a non-string ({type(text).__name__})"
+                    ident = doc.get("id") if isinstance(doc, dict) else None
+                    named = f" (id {ident!r})" if ident is not None else ""
+                    raise DocumentError(f"{path}: document {n}{named} has {what} {field!r} text")
+                batch.append(text)
+                if len(batch) >= batch_size:
+                    yield batch
+                    batch = []
+    except RetryableFailure as exc:
+        raise RetryableTextFailure(str(exc)) from exc
+    except CurateError as exc:
+        raise DocumentError(str(exc)) from None
+    if batch:
+        yield batch
+
+
+def _shuffled(tokens: np.ndarray, counts: np.ndarray, seed: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The documents in a seeded order (per shard: the seed and the shard's name)."""
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    order = rng.permutation(counts.size)
+    starts = np.cumsum(counts) - counts
+    new_counts = counts[order]
+    new_starts = np.cumsum(new_counts) - new_counts
+    gather = np.repeat(starts[order] - new_starts, new_counts) + np.arange(int(counts.sum()))
+    return tokens[gather], new_counts
+
+
+def tokenize_shard(task: ShardTask, job: TokenizeJob, progress: Callable[[int], None] | None) -> tuple[int, int]:
+    """Write the shard's three files; (documents, tokens)."""
+    tokenizer = _tokenizer_for(job)
+    dtype = job.tokenizer.dtype
+    writer = ShardWriter(task.tokens_path, dtype, job.tokenizer.name)
+    held: list[tuple[np.ndarray, np.ndarray]] = []
+    try:
+        for texts in _texts(task.source, job.text_field, job.batch_size):
+            tokens, counts = encode_documents(tokenizer, texts, dtype)
+            if job.shuffle_seed is None:
+                writer.write(tokens, counts)
+            else:
+                held.append((tokens, counts))
+            if progress is not None:
+                progress(int(counts.sum()))
+        if held:
+            tokens = np.concatenate([h[0] for h in held])
+            counts = np.concatenate([h[1] for h in held])
+            writer.write(*_shuffled(tokens, counts, int(job.shuffle_seed), task.name))  # type: ignore[arg-type]
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.documents, writer.tokens
+
+
+def run_shard(task: ShardTask, job: TokenizeJob, retries: int,
+              progress: Callable[[int], None] | None = None) -> ShardResult:
+    """Tokenize one shard with retries on :class:`RetryableTextFailure`, then write its marker."""
+    started = time.monotonic()
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            documents, tokens = tokenize_shard(task, job, progress)
+            task.done_marker(job).write(source=task.source, name=task.name, documents=documents,
+                                        tokens=tokens)
+            return ShardResult(task.source, True, task.name, documents, tokens, attempts,
+                               seconds=time.monotonic() - started)
+        except RetryableTextFailure as exc:
+            if attempts > retries:
+                return ShardResult(task.source, False, task.name, attempts=attempts,
+                                   error=f"{exc} (after {attempts} attempts)")
+            log.warning("%s: retrying after: %s", task.source, exc)
+            pause_before_retry(attempts - 1)
+        except TextError as exc:
+            return ShardResult(task.source, False, task.name, attempts=attempts, error=str(exc))
+        except Exception as exc:  # a bug or a library failure: reported with the file name
+            return ShardResult(task.source, False, task.name, attempts=attempts,
+                               error=f"{type(exc).__name__}: {exc}")
