@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "feedline.curate.cli",
     "feedline.episodes.cli",
     "feedline.episodes.doctor.cli",
+    "feedline.episodes.plan.cli",
     "feedline.episodes.train.cli",
     "feedline.demo",
 )
@@ -43,6 +44,7 @@ COMMANDS = {
     "list-taggers": "feedline.curate.cli",
     "build-sidecar": "feedline.episodes.cli",
     "doctor": "feedline.episodes.doctor.cli",
+    "plan": "feedline.episodes.plan.cli",
     "train": "feedline.episodes.train.cli",
     "demo": "feedline.demo",
 }
