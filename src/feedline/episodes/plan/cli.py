@@ -149,27 +149,15 @@ def _doctor(dataset: Any) -> list[Any]:
     return reports
 
 
-def _shown(value: Any, unit: str) -> str:
-    from feedline.run.progress import human_bytes
-
-    if value is None:
-        return "-"
-    if unit == "bytes":
-        return human_bytes(value)
-    if unit == "s":
-        return f"{value:.2f} s"
-    if unit == "rate":
-        return f"{value:.0f}"
-    return f"{value:.2f}"
-
-
 def render_comparison(rows: list[dict[str, Any]], measured: dict[str, Any]) -> str:
+    from feedline.episodes.plan.measure import shown
+
     lines = [f"measured: {measured['samples']} samples in {measured['seconds']:.1f} s "
              f"(batch wait p50 {measured['wait_p50_ms']:.1f} ms, p95 {measured['wait_p95_ms']:.1f} ms)",
              f"{'':32} {'predicted':>12} {'measured':>12} {'measured/predicted':>19}"]
     for row in rows:
         ratio = row["measured_per_predicted"]
-        lines.append(f"{row['what']:32} {_shown(row['predicted'], row['unit']):>12} "
-                     f"{_shown(row['measured'], row['unit']):>12} "
+        lines.append(f"{row['what']:32} {shown(row['predicted'], row['unit']):>12} "
+                     f"{shown(row['measured'], row['unit']):>12} "
                      f"{'-' if ratio is None else f'x{ratio:.2f}':>19}")
     return "\n".join(lines) + "\n"

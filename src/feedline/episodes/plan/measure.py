@@ -27,9 +27,10 @@ import numpy as np
 from feedline.episodes.errors import ForecastError
 from feedline.episodes.plan.costs import pss_of
 from feedline.episodes.schedule.diversity import DIVERSITY_METRICS
+from feedline.episodes.stream.batches import batch_episodes
 from feedline.episodes.stream.events import EventLog, TimedCollate, sample_key
 
-__all__ = ["RunRecorder", "compare", "measure"]
+__all__ = ["RunRecorder", "compare", "measure", "shown"]
 
 
 class _PssSampler:
@@ -108,12 +109,13 @@ class RunRecorder:
                 except StopIteration:
                     break
                 got = time.monotonic()
-                episodes = batch.get("episode_index") if hasattr(batch, "get") else None
-                size = len(episodes) if episodes is not None else 0
+                ids = batch_episodes(batch) if hasattr(batch, "get") else None
+                size = len(ids) if ids is not None else 0
+                unique = np.unique(np.asarray(ids)).tolist() if size else []
                 self.batches.append({
                     "asked": asked, "got": got, "size": size,
                     "key": list(sample_key(batch, 0)) if size else None,
-                    "episodes": int(np.unique(np.asarray(episodes)).size) if size else 0,
+                    "episodes": len(unique), "ids": unique,
                 })
                 yield batch
         finally:
@@ -224,3 +226,18 @@ def compare(prediction: dict[str, Any], measured: dict[str, Any]) -> list[dict[s
         rows.append({"what": label, "unit": unit, "predicted": p, "measured": m,
                      "measured_per_predicted": None if ratio is None else round(ratio, 3)})
     return rows
+
+
+def shown(value: Any, unit: str) -> str:
+    """A compared value as a person reads it (bytes in binary units, seconds, rates)."""
+    from feedline.run.progress import human_bytes
+
+    if value is None:
+        return "-"
+    if unit == "bytes":
+        return human_bytes(value)
+    if unit == "s":
+        return f"{value:.2f} s"
+    if unit == "rate":
+        return f"{value:.0f}"
+    return f"{value:.2f}"
