@@ -92,7 +92,7 @@ def predict(
         mine = [r for r in runs if r.rank == rank]
         workers = []
         for run in mine:
-            times, reserved = frontier(run, lag=settings.decoded_queue_size)
+            times, reserved = frontier(run)
             memory = decoded_peak(run, lengths, windows, facts.keyframes, frame_bytes,
                                   decoded_limit)
             decoder_bytes = memory["peak_decoders"] * DECODER_FRAMES * max(frame_bytes.values(), default=0)

@@ -171,7 +171,8 @@ def decoded_peak(
             cam = state.get((u, camera))
             if cam is None:
                 cam = state[(u, camera)] = _Camera(length, offsets, keyframes.get((u, camera)))
-            for g in np.clip(f + offsets, 0, length - 1).tolist():
+            wanted = np.clip(f + offsets, 0, length - 1).tolist()
+            for g in wanted:
                 if not cam.kept[g]:
                     opened, decoded_now = cam.produce(g)
                     open_decoders += opened
@@ -186,6 +187,8 @@ def decoded_peak(
                 if not cam.seen[g]:
                     cam.seen[g] = True
                     counts["delivered"] += 1
+            peak = max(peak, held)  # a sample holds its frames until it is assembled
+            for g in wanted:
                 cam.uses[g] -= 1
                 if cam.uses[g] == 0 and cam.kept[g]:
                     cam.kept[g] = False
