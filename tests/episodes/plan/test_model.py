@@ -80,9 +80,13 @@ def test_predictions_equal_a_real_run(plan_dataset, tmp_path, workers: int) -> N
     measured = recorder.measured()
     assert measured["samples"] == sum(LENGTHS)  # the whole epoch ran
     rows = {r["what"]: r for r in compare(plan, measured)}
-    for exact in ("peak payload per worker", "episodes per batch", "episodes per 10 batches",
-                  "decoded per delivered frame"):
+    for exact in ("episodes per batch", "episodes per 10 batches", "decoded per delivered frame"):
         assert rows[exact]["predicted"] == pytest.approx(rows[exact]["measured"]), exact
+    # the frontier when fetches keep up is the most the budget holds; a real run's decodes end a
+    # little after their episode's last anchor was handed out, so it holds that or a little less
+    payload = rows["peak payload per worker"]
+    assert max(reader.episode_bytes.values()) <= payload["measured"] <= payload["predicted"]
+    assert payload["measured_per_predicted"] > 0.6
     assert rows["bytes fetched per sample"]["measured_per_predicted"] == pytest.approx(1.0, abs=0.1)
     actual = rank["diversity"]["actual"]
     assert actual["batch_episodes_mean"] <= rank["diversity"]["ideal"]["batch_episodes_mean"] + 1e-9
