@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from feedline.episodes.errors import ForecastError
+from feedline.episodes.plan.compare import compare
 from feedline.episodes.plan.costs import parse_link
-from feedline.episodes.plan.measure import compare, measure
+from feedline.episodes.plan.measure import measure
 from feedline.episodes.plan.model import predict
 from feedline.episodes.plan.simulate import WorkerRun, decoded_peak, frontier
 from feedline.episodes.stream.events import follow

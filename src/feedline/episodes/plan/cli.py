@@ -110,7 +110,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if seconds is not None:
         import tempfile
 
-        from feedline.episodes.plan.measure import compare, measure
+        from feedline.episodes.plan.compare import compare
+        from feedline.episodes.plan.measure import measure
 
         folder = args.report or tempfile.mkdtemp(prefix="feedline-plan-")
         recorder = measure(dataset, folder, seconds=seconds, num_workers=args.workers,
@@ -150,7 +151,7 @@ def _doctor(dataset: Any) -> list[Any]:
 
 
 def render_comparison(rows: list[dict[str, Any]], measured: dict[str, Any]) -> str:
-    from feedline.episodes.plan.measure import shown
+    from feedline.episodes.plan.compare import shown
 
     lines = [f"measured: {measured['samples']} samples in {measured['seconds']:.1f} s "
              f"(batch wait p50 {measured['wait_p50_ms']:.1f} ms, p95 {measured['wait_p95_ms']:.1f} ms)",

@@ -39,7 +39,12 @@ _BINARY = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 @dataclass(frozen=True)
 class Link:
-    """A network link between a rank and the store: bytes per second and one request's latency."""
+    """A network link between a rank and the store.
+
+    Args:
+        bandwidth: bytes per second the rank can read.
+        latency_s: seconds before one range request's first byte.
+    """
 
     bandwidth: float
     latency_s: float
@@ -73,8 +78,14 @@ def parse_link(text: str) -> Link:
 
 @dataclass
 class UnitFacts:
-    """Per unit: payload bytes fetched, bytes its frames need, range requests per fetch, and per
-    camera the frame indices of its keyframes."""
+    """What the index says of each unit (no payload read).
+
+    Args:
+        fetched: payload bytes one fetch reads (mini-MP4s and Parquet row groups).
+        needed: bytes its own frames and rows take (the samples in its span, its rows' share).
+        requests: range requests one fetch sends, one after another.
+        keyframes: per (unit, camera), the frame indices of its keyframes.
+    """
 
     fetched: dict[int, int]
     needed: dict[int, int]

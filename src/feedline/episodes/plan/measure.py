@@ -30,7 +30,7 @@ from feedline.episodes.schedule.diversity import DIVERSITY_METRICS
 from feedline.episodes.stream.batches import batch_episodes
 from feedline.episodes.stream.events import EventLog, TimedCollate, sample_key
 
-__all__ = ["RunRecorder", "compare", "measure", "shown"]
+__all__ = ["RunRecorder", "measure"]
 
 
 class _PssSampler:
@@ -97,12 +97,14 @@ class RunRecorder:
         """Iterate ``batches`` (a tracked loader's), recording each wait and the loop's time."""
         if not self._pss._thread.is_alive() and not self._pss._stop.is_set():
             self._pss.start()
-        self.started = time.monotonic()
+        if self.started is None:  # the first epoch recorded
+            self.started = time.monotonic()
+        started = time.monotonic()
         iterator = iter(batches)
         try:
             while True:
                 asked = time.monotonic()
-                if seconds is not None and asked - self.started > seconds:
+                if seconds is not None and asked - started > seconds:
                     break
                 try:
                     batch = next(iterator)
@@ -119,14 +121,18 @@ class RunRecorder:
                 })
                 yield batch
         finally:
-            self._pss.stop()
             with contextlib.suppress(Exception):
                 close = getattr(iterator, "close", None)
                 if close is not None:
                     close()
 
+    def stop(self) -> None:
+        """Stop sampling the workers' PSS (the run is over)."""
+        self._pss.stop()
+
     def measured(self) -> dict[str, Any]:
         """What the run measured, in the prediction's terms (``compare`` sets them side by side)."""
+        self.stop()
         if not self.batches or self.started is None:
             raise ForecastError("the run gave no batch to measure")
         waits = np.asarray([b["got"] - b["asked"] for b in self.batches])
@@ -159,6 +165,7 @@ class RunRecorder:
         the doctor's findings when given; ``trace``: also write a Perfetto trace there."""
         from feedline.episodes.plan.report import write_report
 
+        self.stop()
         out = write_report(self, path or self.directory / "report.html", prediction=prediction,
                            doctor=doctor)
         if trace is not None:
@@ -186,58 +193,3 @@ def measure(
         pass
     del loader
     return recorder
-
-
-#: (label, predicted key path, measured key, unit) of the side-by-side table.
-_ROWS = (
-    ("samples/s", ("samples_per_s", "predicted"), "samples_per_s", "rate"),
-    ("first batch", ("first_batch_s",), "first_batch_s", "s"),
-    ("peak payload per worker", ("workers", "peak_payload_bytes"), "peak_payload_bytes", "bytes"),
-    ("peak decoded frames per worker", ("workers", "peak_decoded_bytes"), "peak_decoded_bytes", "bytes"),
-    ("peak PSS per worker", ("workers", "peak_pss_bytes"), "peak_pss_bytes", "bytes"),
-    ("bytes fetched per sample", ("bytes_per_sample",), "bytes_per_sample", "bytes"),
-    ("decoded per delivered frame", ("workers", "decoded_per_delivered"), "decoded_per_delivered", "x"),
-    ("episodes per batch", ("diversity", "batch_episodes_mean"), "batch_episodes_mean", "x"),
-    ("episodes per 10 batches", ("diversity", "window_episodes_mean"), "window_episodes_mean", "x"),
-)
-
-
-def _predicted(rank: dict[str, Any], path: tuple[str, ...]) -> float | None:
-    if path[0] == "workers":
-        return max((w[path[1]] for w in rank["workers"]), default=None)
-    if path[0] == "bytes_per_sample":
-        return rank["bytes_fetched"] / max(1, rank["samples"])
-    if path[0] == "diversity":
-        return rank["diversity"]["actual"][path[1]]
-    value: Any = rank
-    for key in path:
-        value = value[key]
-    return value
-
-
-def compare(prediction: dict[str, Any], measured: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rows of predicted against measured (rank 0), with the measured/predicted ratio."""
-    rank = prediction["ranks"][0]
-    rows = []
-    for label, path, key, unit in _ROWS:
-        p = _predicted(rank, path)
-        m = measured["diversity"].get(key) if key in measured["diversity"] else measured.get(key)
-        ratio = m / p if isinstance(p, int | float) and isinstance(m, int | float) and p else None
-        rows.append({"what": label, "unit": unit, "predicted": p, "measured": m,
-                     "measured_per_predicted": None if ratio is None else round(ratio, 3)})
-    return rows
-
-
-def shown(value: Any, unit: str) -> str:
-    """A compared value as a person reads it (bytes in binary units, seconds, rates)."""
-    from feedline.run.progress import human_bytes
-
-    if value is None:
-        return "-"
-    if unit == "bytes":
-        return human_bytes(value)
-    if unit == "s":
-        return f"{value:.2f} s"
-    if unit == "rate":
-        return f"{value:.0f}"
-    return f"{value:.2f}"

@@ -85,7 +85,7 @@ def _summary(run: Timeline) -> str:
 
 
 def _comparison(prediction: dict[str, Any], measured: dict[str, Any] | None) -> str:
-    from feedline.episodes.plan.measure import compare, shown
+    from feedline.episodes.plan.compare import compare, shown
 
     if measured is None:
         return ""

@@ -55,6 +55,7 @@ class WorkerRun:
         nbytes: each admitted unit's payload bytes (parallel to ``admission``).
         max_episodes: most units the worker's byte cache reserves at once.
         budget: the worker's share of the byte budget.
+        extra: anything a caller keeps with it. Default empty.
     """
 
     rank: int

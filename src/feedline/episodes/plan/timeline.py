@@ -24,7 +24,15 @@ STAGES = ("fetch", "decode", "assemble", "consumer")
 
 @dataclass
 class Timeline:
-    """One recorded run (see the module docstring); times in seconds from its start."""
+    """One recorded run (see the module docstring); times in seconds from its start.
+
+    Args:
+        start: the run's start on the monotonic clock.
+        batches: per batch taken: when, its wait split by stage, the loop's time, its episodes.
+        counters: per process, (time, bytes reserved, bytes resident) samples.
+        spans: every stage span (name, start, end, process, thread, args).
+        workers: per process, its DataLoader worker id (``None``: in process).
+    """
 
     start: float
     batches: list[dict[str, Any]]

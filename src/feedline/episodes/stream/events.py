@@ -33,6 +33,7 @@ from typing import Any
 __all__ = ["EventLog", "TimedCollate", "follow", "read_events", "sample_key"]
 
 _FILES = itertools.count()
+_FLUSH_EVENTS = 20_000  # events a process holds before it writes them
 #: The log each folder's samples are followed with in this process: a worker's collate records
 #: into the same one as its reader (the loader's and the reader's copies are unpickled apart).
 _CURRENT: dict[str, EventLog] = {}
@@ -133,6 +134,9 @@ class EventLog:
                 if n % batch_size == 0:
                     self._end_batch(batch, end)
                     batch = None
+                if len(self._events) >= _FLUSH_EVENTS:  # bounded memory; a killed worker loses little
+                    self.flush()
+                    self.finished = False
                 yield sample
             if batch is not None:
                 self._end_batch(batch, time.monotonic())
