@@ -161,7 +161,7 @@ class DecodeCost:
     Args:
         per_sample_s: wall seconds per sample after an episode's first (each frame decoded once).
         first_sample_s: wall seconds of an episode's first sample (from its keyframe).
-        collate_s: seconds to collate one sample into a batch (and share it, with workers).
+        collate_s: seconds to collate one sample into a batch (median of 5 batches).
         sample_bytes: bytes of one assembled sample.
         samples: samples measured.
         bytes_read: payload bytes read to measure (the only payload ``feedline plan`` reads).
@@ -188,11 +188,9 @@ def _sample_units(dataset: Any, count: int) -> list[int]:
 
 def measure_decode(
     dataset: Any, *, episodes: int = 3, frames: int = 48, batch_size: int = 8,
-    shared: bool = True,
 ) -> DecodeCost:
     """Decode the first ``frames`` frames of ``episodes`` units through the reader's own fetch
     and assemble (a mini-MP4 cut to those frames: a few GOPs), timing each sample."""
-    import torch
     from torch.utils.data import default_collate
 
     per: list[float] = []
@@ -233,16 +231,13 @@ def measure_decode(
     if not samples:
         raise ForecastError("no sample could be decoded to measure the decode speed")
     batch = (samples * batch_size)[:batch_size]
-    started = time.perf_counter()
-    rounds = 3
     default_collate(batch)  # warm up
-    for _ in range(rounds):
-        collated = default_collate(batch)
-        if shared:
-            for value in collated.values():
-                if isinstance(value, torch.Tensor):
-                    value.share_memory_()
-    collate_s = (time.perf_counter() - started) / rounds / batch_size
+    rounds = []
+    for _ in range(5):
+        started = time.perf_counter()
+        default_collate(batch)
+        rounds.append(time.perf_counter() - started)
+    collate_s = float(np.median(rounds)) / batch_size
     sample_bytes = sum(v.nbytes for v in samples[0].values() if hasattr(v, "nbytes"))
     per_sample = float(np.median(per)) if per else float(np.median(first))
     return DecodeCost(per_sample, float(np.median(first)), collate_s, int(sample_bytes),
