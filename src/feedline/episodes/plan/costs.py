@@ -161,7 +161,8 @@ class DecodeCost:
     Args:
         per_sample_s: wall seconds per sample after an episode's first (each frame decoded once).
         first_sample_s: wall seconds of an episode's first sample (from its keyframe).
-        collate_s: seconds to collate one sample into a batch (median of 5 batches).
+        collate_s: seconds to collate one sample into a batch and move it to shared memory, as a
+            worker does (median of 5 batches; ``shared=False``: in process, no move).
         sample_bytes: bytes of one assembled sample.
         samples: samples measured.
         bytes_read: payload bytes read to measure (the only payload ``feedline plan`` reads).
@@ -188,9 +189,11 @@ def _sample_units(dataset: Any, count: int) -> list[int]:
 
 def measure_decode(
     dataset: Any, *, episodes: int = 3, frames: int = 48, batch_size: int = 8,
+    shared: bool = True,
 ) -> DecodeCost:
     """Decode the first ``frames`` frames of ``episodes`` units through the reader's own fetch
     and assemble (a mini-MP4 cut to those frames: a few GOPs), timing each sample."""
+    import torch
     from torch.utils.data import default_collate
 
     per: list[float] = []
@@ -233,9 +236,13 @@ def measure_decode(
     batch = (samples * batch_size)[:batch_size]
     default_collate(batch)  # warm up
     rounds = []
-    for _ in range(5):
+    for _ in range(5):  # a worker's collate writes into new shared memory the loop then maps
         started = time.perf_counter()
-        default_collate(batch)
+        collated = default_collate(batch)
+        if shared:
+            for value in collated.values():
+                if isinstance(value, torch.Tensor):
+                    value.share_memory_()
         rounds.append(time.perf_counter() - started)
     collate_s = float(np.median(rounds)) / batch_size
     sample_bytes = sum(v.nbytes for v in samples[0].values() if hasattr(v, "nbytes"))

@@ -74,7 +74,7 @@ def predict(
     settings = dataset.settings
     slot = WorkerSlot(num_workers=num_workers)
     cores = _cores(cores)
-    decode = decode or measure_decode(dataset, batch_size=batch_size)
+    decode = decode or measure_decode(dataset, batch_size=batch_size, shared=num_workers > 0)
     start_s, base_pss = measure_worker_start(num_workers)
     world = world_size // settings.replication
     ranks = list(range(min(world, max_ranks)))
