@@ -58,12 +58,15 @@ ffmpeg: $(LEROBOT_STAMP)
 	  echo "installing ffmpeg for torchcodec (apt-get)"; \
 	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q ffmpeg >/dev/null; }
 
-# System servers the tests need (nginx; moto runs from the venv). CI runs as root.
+# System servers and programs the tests need (nginx, headless chromium; moto runs from the venv). CI runs as root.
 servers:
 	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || { \
 	  echo "installing nginx (apt-get)"; \
 	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light >/dev/null \
 	  || DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium (apt-get; the run report's screenshot test)"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
 
 demo: $(STAMP)
 	$(BIN)/feedline demo

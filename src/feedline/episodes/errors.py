@@ -21,12 +21,14 @@ __all__ = [
     "EpisodeFormatError",
     "EpisodesError",
     "EpisodeTooLargeError",
+    "ForecastError",
     "FrameTimestampError",
     "IndexDamaged",
     "MixtureError",
     "Mp4Error",
     "ParquetDamaged",
     "PlanError",
+    "ReportError",
     "ResumeMismatchError",
     "SidecarDamaged",
     "SidecarError",
@@ -180,3 +182,13 @@ class VideoChangedError(SidecarError):
 class TrainError(EpisodesError):
     """A ``feedline train`` command that cannot run as given: a bad flag, an unreachable or missing
     dataset, a checkpoint that cannot be resumed. Its messages name flags, never Python keywords."""
+
+
+class ForecastError(EpisodesError):
+    """``feedline plan`` cannot predict or measure as asked: a malformed ``--link``, a topology
+    the dataset cannot fill, a run that gave no batch."""
+
+
+class ReportError(EpisodesError):
+    """A run report cannot be written: the ``feedline[report]`` extra is missing, or the events
+    it is drawn from are unreadable."""

@@ -292,6 +292,12 @@ OTHER_SETTINGS: tuple[Setting, ...] = (
     Setting("sample_log", None, "path", _POOL_FLAG + "sample_log",
             "append each batch's sample ids (JSON lines, one per batch and rank) to this file",
             str, optional=True, target="train", shown="unset", python="(`feedline train` only)"),
+    Setting("report", None, "folder", _POOL_FLAG + "report",
+            "write report.html of the run into this folder: batch waits, diversity against an "
+            "ideal shuffle, bytes resident and in flight, each batch's wait by stage, the "
+            "settings and the doctor's findings (needs `feedline[report]`)",
+            str, optional=True, target="train", shown="unset",
+            python="(`feedline train`; Python: `RunRecorder`)"),
 )
 
 #: The whole table: the reader's own settings, then the others.

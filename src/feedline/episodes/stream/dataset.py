@@ -62,6 +62,7 @@ from feedline.episodes.sources import Mixture, Source
 from feedline.episodes.stream.batches import batch_episodes, batch_len
 from feedline.episodes.stream.board import WorkerBoard
 from feedline.episodes.stream.decoded import MAX_CURSORS_PER_SLOT, DecodedFrames
+from feedline.episodes.stream.events import follow
 from feedline.episodes.stream.feed import MixtureFeed, SingleFeed, open_mixture
 from feedline.episodes.stream.inprocess import warn_in_process_threads
 from feedline.episodes.stream.pipeline import EpisodePipeline
@@ -587,8 +588,9 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         published: dict[str, int] = {}
         row = 0 if get_worker_info() is None else 1 + worker_id
         board = self._board
+        samples = follow(getattr(self, "event_log", None), pipeline, worker_id, self._batch_size)
         try:
-            for n, sample in enumerate(pipeline, 1):
+            for n, sample in enumerate(samples, 1):
                 if n % 64 == 0:
                     board.publish(row, published, pipeline.metrics, pipeline.decoded)
                 yield sample

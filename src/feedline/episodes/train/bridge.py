@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 #: Settings never written into a checkpoint: store options may hold credentials, and the sample
 #: log is a debugging aid of one run.
-_NOT_SAVED = ("storage_options", "sample_log")
+_NOT_SAVED = ("storage_options", "sample_log", "report")
 
 
 @contextlib.contextmanager
@@ -139,6 +139,7 @@ class StreamingBridge:
         self.view: Any = None
         self.metrics: ReaderMetrics | None = None
         self.pending: DataOrder | None = None
+        self.recorder: Any = None  # --dataset.streaming_report's RunRecorder
         self._originals = {
             name: getattr(lerobot_train, name)
             for name in ("cycle", "should_save_checkpoint", "save_checkpoint", "MetricsTracker")
@@ -241,6 +242,13 @@ class StreamingBridge:
             dataset.load_state_dict(saved.rank_state(dataset.rank))
             log.info("feedline: resuming the data order of %s at step %d",
                      cfg.checkpoint_path, saved.step)
+        if settings.get("report"):
+            from pathlib import Path
+
+            from feedline.episodes.plan.measure import RunRecorder
+
+            folder = Path(settings["report"])
+            self.recorder = RunRecorder(dataset, folder if dataset.rank == 0 else folder / f"rank-{dataset.rank}")
         self.view = LeRobotStreamingView(dataset, meta)
         self.metrics = ReaderMetrics(dataset.metrics, started=self.started)
         return self.view, None
@@ -288,8 +296,12 @@ class StreamingBridge:
         loader = _TrackedLoader(dataloader, dataset)
         sample_log = self.run_settings.get("sample_log")
         _log_ideal(dataset, loader)
+        if self.recorder is not None:
+            self.recorder.instrument(dataloader)
         while True:
             batches = dataset.track(loader)
+            if self.recorder is not None:
+                batches = self.recorder.record(batches)
             delivered = 0
             while True:
                 waited = time.perf_counter()
@@ -335,6 +347,18 @@ class StreamingBridge:
         if self.pending is not None and self.pending.step == step:
             save_data_order(checkpoint_dir, self.pending)
 
+    def write_report(self) -> None:
+        """``report.html`` of the run (``--dataset.streaming_report``), with the doctor's
+        findings on the dataset's roots."""
+        if self.recorder is None or not self.recorder.batches:
+            return
+        from feedline.episodes.doctor.runner import run_doctor
+
+        doctor = [run_doctor(s.reader.root_url, storage_options=s.reader.storage_options,
+                             progress=False) for s in self.view.dataset.feed.sources]
+        path = self.recorder.write_report(doctor=doctor)
+        log.info("feedline: wrote %s", path)
+
     def metrics_tracker(self, *args: Any, **kwargs: Any) -> Any:
         """LeRobot's ``MetricsTracker``, carrying feedline's metrics when the reader is feedline's."""
         base = self._originals["MetricsTracker"]
@@ -359,6 +383,10 @@ def _gather(state: dict[str, Any]) -> list[dict[str, Any]]:
 def run(args: TrainArgs, started: float | None = None) -> int:
     """Run lerobot-train's loop for ``args`` (feedline's reader when streaming); returns 0."""
     started = time.perf_counter() if started is None else started
+    if args.settings.get("report"):  # a missing extra fails now, not after the training
+        from feedline.episodes.plan.plots import pyplot
+
+        pyplot()
     from lerobot.scripts import lerobot_train  # registers the policies, envs and rewards it parses
     from lerobot.utils.import_utils import register_third_party_plugins
 
@@ -373,6 +401,7 @@ def run(args: TrainArgs, started: float | None = None) -> int:
         bridge = StreamingBridge(lerobot_train, args.settings, started)
         with bridge.installed():
             lerobot_train.train(cfg)
+        bridge.write_report()
     return 0
 
 

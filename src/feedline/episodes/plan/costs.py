@@ -1,0 +1,290 @@
+"""What ``feedline plan`` measures or reads before it predicts: the link, the dataset's bytes and
+keyframes (from the sidecar index and Parquet footers: no payload), and this machine's costs
+(decoding a sample of GOPs, which reads a few payload bytes and says how many; starting a worker).
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from feedline.episodes.errors import ForecastError
+from feedline.episodes.parquet import EpisodeRows, candidate_row_groups
+from feedline.episodes.stream.decoded import DecodedFrames
+from feedline.episodes.stream.payload import EpisodeSpans, fetch_episode
+
+__all__ = [
+    "DecodeCost",
+    "Link",
+    "UnitFacts",
+    "measure_decode",
+    "measure_worker_start",
+    "parse_link",
+    "pss_of",
+    "unit_facts",
+]
+
+_BANDWIDTH = re.compile(r"^\s*([0-9.]+)\s*([kmgt]?)(i?)(b|bit|bps|b/s|bit/s)?\s*(/s)?\s*$", re.I)
+_LATENCY = re.compile(r"^\s*([0-9.]+)\s*(us|µs|ms|s)\s*$", re.I)
+_SCALE = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_BINARY = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+@dataclass(frozen=True)
+class Link:
+    """A network link between a rank and the store.
+
+    Args:
+        bandwidth: bytes per second the rank can read.
+        latency_s: seconds before one range request's first byte.
+    """
+
+    bandwidth: float
+    latency_s: float
+
+    def describe(self) -> str:
+        return f"{self.bandwidth / 1e6:.3g} MB/s, {1e3 * self.latency_s:.3g} ms"
+
+
+def parse_link(text: str) -> Link:
+    """``BANDWIDTH,LATENCY``: ``100MB/s,20ms``, ``1Gbit/s,5ms``, ``50MiB/s,0.1s``."""
+    bandwidth, sep, latency = text.partition(",")
+    b = _BANDWIDTH.match(bandwidth)
+    lat = _LATENCY.match(latency)
+    if not sep or b is None or lat is None or not b.group(4):
+        raise ForecastError(
+            f"--link {text!r}: expected BANDWIDTH,LATENCY such as 100MB/s,20ms or 1Gbit/s,5ms"
+        )
+    number, prefix, binary, unit = float(b.group(1)), b.group(2).lower(), b.group(3), b.group(4)
+    scale = (_BINARY if binary else _SCALE)[prefix]
+    bits = unit.lower() in ("bit", "bps", "bit/s") or unit == "b"  # lowercase b: bits
+    rate = number * scale / (8 if bits else 1)
+    value, unit_s = float(lat.group(1)), lat.group(2).lower()
+    seconds = value * {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}[unit_s]
+    if rate <= 0:
+        raise ForecastError(f"--link {text!r}: the bandwidth must be above 0")
+    return Link(rate, seconds)
+
+
+# ---- the dataset's facts, from the index only ------------------------------------------------
+
+
+@dataclass
+class UnitFacts:
+    """What the index says of each unit (no payload read).
+
+    Args:
+        fetched: payload bytes one fetch reads (mini-MP4s and Parquet row groups).
+        needed: bytes its own frames and rows take (the samples in its span, its rows' share).
+        requests: range requests one fetch sends, one after another.
+        keyframes: per (unit, camera), the frame indices of its keyframes.
+    """
+
+    fetched: dict[int, int]
+    needed: dict[int, int]
+    requests: dict[int, int]
+    keyframes: dict[tuple[int, str], np.ndarray]
+
+
+def _locate(dataset: Any, unit: int) -> tuple[Any, int]:
+    units = dataset.feed.units
+    if hasattr(units, "locate"):
+        source, episode, _ = units.locate(unit)
+        return dataset.feed.sources[source], episode
+    return dataset.feed.sources[0], int(unit)
+
+
+def unit_facts(dataset: Any, units: Iterator[int] | list[int]) -> UnitFacts:
+    """:class:`UnitFacts` of ``units``, from the sidecar's sample tables and the Parquet footers."""
+    out = UnitFacts({}, {}, {}, {})
+    presented: dict[tuple[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for unit in units:
+        source, episode = _locate(dataset, int(unit))
+        reader = source.reader
+        table = reader.episode_table
+        spans: EpisodeSpans = source.spans[episode]
+        i = spans.position
+        length = int(table.length[i])
+        needed = _parquet_needed(source, i)
+        requests = 1
+        frames = reader.frame_reader()
+        for key, plans in spans.video.items():
+            requests += len(plans)
+            path = table.video_path[key][i]
+            cache_key = (id(source), path)
+            if cache_key not in presented:
+                t = frames.table(path)
+                order = np.argsort(t.pts, kind="stable")
+                presented[cache_key] = (t.pts[order], np.asarray(t.size)[order],
+                                        np.asarray(t.sync)[order])
+            pts, size, sync = presented[cache_key]
+            t0 = float(table.from_timestamp[key][i])
+            tol = reader.tolerance_s
+            lo = int(np.searchsorted(pts, t0 - tol, side="left"))
+            hi = int(np.searchsorted(pts, t0 + (length - 1) / reader.fps + tol, side="right"))
+            needed += int(size[lo:hi].sum())
+            out.keyframes[(int(unit), key)] = np.flatnonzero(sync[lo:hi]).astype(np.int64)
+        out.fetched[int(unit)] = int(spans.nbytes)
+        out.needed[int(unit)] = needed
+        out.requests[int(unit)] = requests
+    return out
+
+
+def _parquet_needed(source: Any, position: int) -> int:
+    """The compressed bytes of an episode's own rows: each row group it touches, pro rata."""
+    table = source.reader.episode_table
+    metadata = source.parquet_footers[table.data_path[position]]
+    want = EpisodeRows(int(table.episode_index[position]), int(table.dataset_from_index[position]),
+                       int(table.dataset_to_index[position]))
+    total = 0
+    for g in candidate_row_groups(metadata, want):
+        rg = metadata.row_group(g)
+        nbytes = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+        total += nbytes * min(1.0, (want.to_index - want.from_index) / max(1, rg.num_rows))
+    return int(total)
+
+
+# ---- this machine's costs ----------------------------------------------------------------------
+
+
+@dataclass
+class DecodeCost:
+    """Decoding and assembling samples on this machine, one thread.
+
+    Args:
+        per_sample_s: wall seconds per sample after an episode's first (each frame decoded once).
+        first_sample_s: wall seconds of an episode's first sample (from its keyframe).
+        collate_s: seconds to collate one sample into a batch and move it to shared memory, as a
+            worker does (median of 5 batches; ``shared=False``: in process, no move).
+        sample_bytes: bytes of one assembled sample.
+        samples: samples measured.
+        bytes_read: payload bytes read to measure (the only payload ``feedline plan`` reads).
+        episodes: the units measured.
+    """
+
+    per_sample_s: float
+    first_sample_s: float
+    collate_s: float
+    sample_bytes: int
+    samples: int
+    bytes_read: int
+    episodes: list[int]
+
+
+def _sample_units(dataset: Any, count: int) -> list[int]:
+    """``count`` units of median length (one per source first, for a mixture)."""
+    lengths = dataset.feed.epoch_lengths(0)
+    units = sorted(lengths, key=lambda u: lengths[u])
+    middle = len(units) // 2
+    picked = units[max(0, middle - count // 2): middle - count // 2 + count]
+    return picked or units[:count]
+
+
+def measure_decode(
+    dataset: Any, *, episodes: int = 3, frames: int = 48, batch_size: int = 8,
+    shared: bool = True,
+) -> DecodeCost:
+    """Decode the first ``frames`` frames of ``episodes`` units through the reader's own fetch
+    and assemble (a mini-MP4 cut to those frames: a few GOPs), timing each sample."""
+    import torch
+    from torch.utils.data import default_collate
+
+    per: list[float] = []
+    first: list[float] = []
+    samples: list[dict[str, Any]] = []
+    read = 0
+    units = _sample_units(dataset, episodes)
+    for unit in units:
+        source, episode = _locate(dataset, unit)
+        reader = source.reader
+        spans: EpisodeSpans = source.spans[episode]
+        table = reader.episode_table
+        i = spans.position
+        length = int(table.length[i])
+        n = min(length, frames)
+        video = {}
+        for key, paths in table.video_path.items():
+            t0 = float(table.from_timestamp[key][i])
+            video[key] = tuple(reader.frame_reader().span_plans(
+                paths[i], t0, t0 + (n - 1) / reader.fps, reader.tolerance_s))
+        cut = replace(spans, video=video)
+        decoded = DecodedFrames(2**34, 64)
+        payload = fetch_episode(reader.store, reader.frame_reader(), table, cut,
+                                source.parquet_footers, decoded=decoded,
+                                tolerance_s=reader.tolerance_s)
+        read += payload.fetched_bytes
+        future = max([0] + [int(np.max(v)) for k, v in (reader.delta_indices or {}).items()
+                            if k in table.video_path])
+        try:
+            for frame in range(max(1, n - future)):
+                started = time.perf_counter()
+                sample = payload.sample(source.decode_spec, frame)
+                (first if frame == 0 else per).append(time.perf_counter() - started)
+                if len(samples) < batch_size:
+                    samples.append(sample)
+        finally:
+            payload.close()
+    if not samples:
+        raise ForecastError("no sample could be decoded to measure the decode speed")
+    batch = (samples * batch_size)[:batch_size]
+    default_collate(batch)  # warm up
+    rounds = []
+    for _ in range(5):  # a worker's collate writes into new shared memory the loop then maps
+        started = time.perf_counter()
+        collated = default_collate(batch)
+        if shared:
+            for value in collated.values():
+                if isinstance(value, torch.Tensor):
+                    value.share_memory_()
+        rounds.append(time.perf_counter() - started)
+    collate_s = float(np.median(rounds)) / batch_size
+    sample_bytes = sum(v.nbytes for v in samples[0].values() if hasattr(v, "nbytes"))
+    per_sample = float(np.median(per)) if per else float(np.median(first))
+    return DecodeCost(per_sample, float(np.median(first)), collate_s, int(sample_bytes),
+                      len(per) + len(first), int(read), [int(u) for u in units])
+
+
+class _Probe:
+    """A trivial IterableDataset whose workers report their PSS and start time."""
+
+    def __iter__(self) -> Iterator[dict[str, float]]:
+        gc.collect()  # touch the inherited heap as a worker's garbage collector will
+        yield {"t": time.monotonic(), "pss": float(pss_of())}
+
+
+def pss_of(pid: int | str = "self") -> int:
+    """Proportional set size of a process (0 where ``/proc`` does not say)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def measure_worker_start(num_workers: int) -> tuple[float, int]:
+    """Seconds to a first item from ``num_workers`` fresh DataLoader workers of this process,
+    and the PSS of one such worker (its share of what it inherits): the floor of a worker."""
+    from torch.utils.data import DataLoader, IterableDataset
+
+    probe = type("Probe", (_Probe, IterableDataset), {})()
+    if num_workers == 0:
+        return 0.0, 0
+    loader = DataLoader(probe, batch_size=None, num_workers=num_workers)
+    started = time.monotonic()
+    items = list(loader)
+    first = min(item["t"] for item in items) - started
+    return max(0.0, first), int(max(item["pss"] for item in items))
+
+
+def bytes_of(mapping: Mapping[int, int], units: Any) -> int:
+    return int(sum(mapping[int(u)] for u in units))
