@@ -26,32 +26,26 @@ import functools
 import hashlib
 import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import IterableDataset
 
-from feedline.episodes.errors import EpisodesError, ResumeMismatchError
+from feedline.episodes.errors import EpisodesError
 from feedline.episodes.schedule.admission import EpisodeByteCache
 from feedline.episodes.schedule.elastic import PoolMaker
 from feedline.episodes.schedule.mixture import MixtureUnits, source_counts
 from feedline.episodes.schedule.plan import plan_shards_arrays, resolve_rank_and_world
 from feedline.episodes.schedule.resume import (
-    STATE_STAGE,
-    STATE_VERSION,
-    ConsumptionTracker,
     ResumePosition,
     ResumeSettings,
-    ResumeState,
     rank_batch_counts,
-    resume_position,
 )
 from feedline.episodes.schedule.slot import WorkerSlot
-from feedline.episodes.schedule.state import Stateful
 from feedline.episodes.settings import DEFAULT_SEED, gib_bytes, resolve_seed
-from feedline.episodes.stream.board import WorkerBoard
+from feedline.episodes.stream.loop import TrackedReader
 from feedline.episodes.stream.pipeline import EpisodePipeline
 from feedline.text.corpus import TokenCorpus
 from feedline.text.errors import TextError
@@ -125,15 +119,7 @@ def _assemble(span: int, labels: bool, with_positions: bool, with_index: bool, c
     return item
 
 
-def _batch_len(batch: Any) -> int:
-    if isinstance(batch, Mapping):
-        for value in batch.values():
-            if isinstance(value, torch.Tensor | list | tuple):
-                return len(value)
-    return len(batch)
-
-
-class TokenDataset(IterableDataset, Stateful):
+class TokenDataset(TrackedReader, IterableDataset):
     """Windows of ``seq_len + 1`` tokens from token folders, each exactly once per epoch.
 
     Args:
@@ -166,8 +152,9 @@ class TokenDataset(IterableDataset, Stateful):
         token_size: bytes per token of a folder with neither a manifest nor ``.ds.metadata``.
     """
 
-    STATE_VERSION = STATE_VERSION
-    STATE_STAGE = STATE_STAGE
+    PUBLISH_EVERY = 256
+    READER_NAME = "the dataset"
+    LOOP_ERROR = TextError
 
     def __init__(
         self,
@@ -255,11 +242,7 @@ class TokenDataset(IterableDataset, Stateful):
         except EpisodesError as exc:
             raise TextError(f"{exc} (here: chunks of {self.chunk_windows} windows; a smaller chunk_windows "
                             "gives more chunks)") from None
-        self.epoch = 0
-        self._tracker: ConsumptionTracker | None = None
-        self._pending_state: dict[str, Any] | None = None
-        self._position: ResumePosition | None = None
-        self._board = WorkerBoard()
+        self._init_loop()
 
     # ---- facts -------------------------------------------------------------------------------
     @property
@@ -326,62 +309,20 @@ class TokenDataset(IterableDataset, Stateful):
                 f"rank={self.rank}/{self.world_size}, epoch={self.epoch})")
 
     # ---- epochs and resume ---------------------------------------------------------------------
-    def set_epoch(self, epoch: int) -> None:
-        """Read ``epoch``'s order next (a resume position of another epoch is dropped)."""
-        if int(epoch) != self.epoch:
-            self._position = None
-            self._pending_state = None
-        self.epoch = int(epoch)
-        self._board.write_control(self.epoch, self._position)
+    @property
+    def plan_units(self) -> MixtureUnits:
+        return self.units
+
+    @property
+    def data_rank(self) -> int:
+        return self.rank
 
     def restore_state(self, state: Mapping[str, Any]) -> None:
         """Restore a checkpoint taken by :meth:`state_dict`; call before iterating."""
         try:
-            saved = ResumeState.from_dict(state, version_checked=True)
-            settings = self.resume_settings(saved.batch_size, saved.num_workers, saved.drop_last)
-            position = resume_position(saved, settings, self.units, rank=self.rank,
-                                       allow_order_change=self.allow_order_change, make_pool=self.pool_maker)
+            super().restore_state(state)
         except EpisodesError as exc:  # the scheduler's refusal, under the text part's root
             raise TextError(f"TokenDataset checkpoint: {exc}") from None
-        self._pending_state = dict(state)
-        self._position = position
-        self.epoch = position.epoch
-        self._board.write_control(self.epoch, position)
-
-    def state_dict(self) -> dict[str, Any]:
-        """What the training loop consumed on this rank (needs :meth:`track`)."""
-        if self._tracker is not None:
-            return self._tracker.state_dict()
-        if self._pending_state is not None:
-            return dict(self._pending_state)
-        raise TextError("state_dict() counts the batches the training loop consumed: iterate with "
-                        "`for batch in dataset.track(loader)` to make the dataset checkpointable")
-
-    def track(self, loader: Any) -> Iterator[Any]:
-        """Iterate ``loader`` (a DataLoader over this dataset) for one epoch, counting batches."""
-        if loader.dataset is not self:
-            raise TextError("track(loader) needs a DataLoader over this dataset")
-        settings = self.resume_settings(loader.batch_size or 1, loader.num_workers, loader.drop_last)
-        tracker = ConsumptionTracker(settings, self.units, rank=self.rank, epoch=self.epoch,
-                                     allow_order_change=self.allow_order_change, make_pool=self.pool_maker)
-        if self._pending_state is not None:
-            tracker.load_state_dict(self._pending_state)
-            self._pending_state = None
-        self._tracker = tracker
-        self.epoch = tracker.epoch
-        self._position = tracker.position
-        self._board.write_control(self.epoch, self._position)
-        return self._tracked(loader, tracker)
-
-    def _tracked(self, loader: Any, tracker: ConsumptionTracker) -> Iterator[Any]:
-        iterator = iter(loader)
-        self._position = None
-        for batch in iterator:
-            tracker.record_batch(_batch_len(batch))
-            yield batch
-        tracker.next_epoch()
-        self.epoch = tracker.epoch
-        self._board.write_control(self.epoch, None)
 
     def metrics(self) -> dict[str, Any]:
         """Counters over every worker so far: ``samples`` (windows), ``bytes_fetched``,
@@ -395,32 +336,6 @@ class TokenDataset(IterableDataset, Stateful):
         return state
 
     # ---- iteration -----------------------------------------------------------------------------
-    def _current_position(self, num_workers: int, position: ResumePosition | None) -> ResumePosition:
-        parts = replace(self.slot, num_workers=num_workers).parts
-        if position is None or position.epoch != self.epoch:
-            return ResumePosition(self.epoch, 0, (0,) * parts, True)
-        if len(position.worker_offsets) != parts:
-            if not any(position.worker_offsets):
-                return ResumePosition(self.epoch, 0, (0,) * parts, True, history=position.history)
-            raise ResumeMismatchError(
-                f"cannot resume sample-exactly: the checkpoint was taken with num_workers="
-                f"{len(position.worker_offsets) if len(position.worker_offsets) > 1 else 0}, "
-                f"the DataLoader has num_workers={num_workers}")
-        return position
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        info = get_worker_info()
-        num_workers, worker_id = (info.num_workers, info.id) if info is not None else (0, 0)
-        if info is None:
-            position = self._current_position(0, self._position)
-            self._position = None
-        else:
-            published = self._board.read_control()
-            if published is not None:
-                self.epoch = published.epoch
-            position = self._current_position(num_workers, self._position if published is None else published)
-        return self._windows(position, num_workers, worker_id)
-
     def worker_pipeline(self, position: ResumePosition, num_workers: int, worker_id: int) -> EpisodePipeline | None:
         """The pipeline DataLoader worker ``worker_id`` runs (None when the plan leaves it idle)."""
         due = position.remainder(self.units, self.pool_maker)
@@ -448,18 +363,3 @@ class TokenDataset(IterableDataset, Stateful):
             cache=cache, max_num_shards=self.fetch_threads, decode_threads=self.assemble_threads,
             decoded_queue_size=self.queue_size,
         )
-
-    def _windows(self, position: ResumePosition, num_workers: int, worker_id: int) -> Iterator[dict[str, Any]]:
-        pipeline = self.worker_pipeline(position, num_workers, worker_id)
-        if pipeline is None:
-            return
-        published: dict[str, int] = {}
-        row = 0 if get_worker_info() is None else 1 + worker_id
-        try:
-            for n, item in enumerate(pipeline, 1):
-                if n % 256 == 0:
-                    self._board.publish(row, published, pipeline.metrics, pipeline.decoded)
-                yield item
-        finally:
-            pipeline.close()
-            self._board.publish(row, published, pipeline.metrics, pipeline.decoded)

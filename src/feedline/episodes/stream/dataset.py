@@ -37,34 +37,29 @@ from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import IterableDataset
 
 from feedline.episodes.base import EpisodeDatasetBase
-from feedline.episodes.errors import MixtureError, ResumeMismatchError, StreamingError
+from feedline.episodes.errors import MixtureError, StreamingError
 from feedline.episodes.schedule.admission import EpisodeByteCache
 from feedline.episodes.schedule.diversity import BatchDiversity, DiversityReport, ideal_diversity
 from feedline.episodes.schedule.elastic import PoolMaker
 from feedline.episodes.schedule.plan import plan_shards_arrays, resolve_rank_and_world
 from feedline.episodes.schedule.resume import (
-    STATE_STAGE,
-    STATE_VERSION,
     ConsumptionTracker,
     ResumePosition,
     ResumeSettings,
-    ResumeState,
     rank_batch_counts,
-    resume_position,
 )
 from feedline.episodes.schedule.slot import WorkerSlot
-from feedline.episodes.schedule.state import Stateful
 from feedline.episodes.settings import DEFAULTS, StreamingSettings
 from feedline.episodes.sources import Mixture, Source
-from feedline.episodes.stream.batches import batch_episodes, batch_len
-from feedline.episodes.stream.board import WorkerBoard
+from feedline.episodes.stream.batches import batch_episodes
 from feedline.episodes.stream.decoded import MAX_CURSORS_PER_SLOT, DecodedFrames
 from feedline.episodes.stream.events import follow
 from feedline.episodes.stream.feed import MixtureFeed, SingleFeed, open_mixture
 from feedline.episodes.stream.inprocess import warn_in_process_threads
+from feedline.episodes.stream.loop import TrackedReader
 from feedline.episodes.stream.pipeline import EpisodePipeline
 from feedline.episodes.stream.source import StreamSource
 
@@ -74,7 +69,7 @@ log = logging.getLogger(__name__)
 _SETTING_NAMES = frozenset(f.name for f in fields(StreamingSettings))
 
 
-class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
+class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset):
     """Streaming LeRobot v3 dataset: whole episodes fetched under a byte budget, in seeded order.
 
     A *rank* is one training process of ``world_size``; it owns whole episodes and reads them
@@ -224,11 +219,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             self.feed.epoch_lengths(0), world_size=self.data_world_size, num_workers=0,
             seed=self.seed, epoch=0,
         )
-        self.epoch = 0
-        self._tracker: ConsumptionTracker | None = None
-        self._pending_state: dict[str, Any] | None = None
-        self._position: ResumePosition | None = None
-        self._board = WorkerBoard()
+        self._init_loop()
         self._diversity = BatchDiversity()  # counted in the training process, per batch taken
 
     @property
@@ -266,6 +257,11 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
         """The data-parallel group this rank reads for (``rank // replication``): the rank the
         plan, the pools and the checkpoint count."""
         return self.slot.data_rank
+
+    @property
+    def plan_units(self) -> Any:
+        """What the plan deals: the episodes of one dataset, a mixture's units per epoch."""
+        return self.feed.units
 
     @property
     def data_world_size(self) -> int:
@@ -365,67 +361,11 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
 
     # ---- epochs and resume -------------------------------------------------------------------
 
-    def set_epoch(self, epoch: int) -> None:
-        """Read ``epoch``'s order next (a resume position of another epoch is dropped)."""
-        if int(epoch) != self.epoch:
-            self._position = None
-            self._pending_state = None
-        self.epoch = int(epoch)
-        self._write_control(self._position)
-
-    def _write_control(self, position: ResumePosition | None) -> None:
-        self._board.write_control(self.epoch, position)
-
-    STATE_VERSION = STATE_VERSION
-    STATE_STAGE = STATE_STAGE
-
-    def restore_state(self, state: Mapping[str, Any]) -> None:
-        """Restore a checkpoint taken by :meth:`state_dict` (``load_state_dict``); call before
-        iterating.
-
-        Refuses (``ResumeMismatchError``) a checkpoint whose order settings differ, naming them,
-        unless ``allow_order_change=True`` (then the nearest epoch boundary, with a warning).
-        """
-        saved = ResumeState.from_dict(state, version_checked=True)
-        settings = self.resume_settings(saved.batch_size, saved.num_workers, saved.drop_last)
-        position = resume_position(
-            saved, settings, self.feed.units, rank=self.data_rank,
-            allow_order_change=self.allow_order_change, make_pool=self.pool_maker,
-        )
-        self._pending_state = dict(state)
-        self._position = position
-        self.epoch = position.epoch
+    def _restored(self, position: ResumePosition) -> None:
         if position.history:
             self._remainder(position)  # once here, shipped to the workers with the reader
-        self._write_control(position)
 
-    def state_dict(self) -> dict[str, Any]:
-        """What the training loop consumed on this rank (needs :meth:`track`)."""
-        if self._tracker is not None:
-            return self._tracker.state_dict()
-        if self._pending_state is not None:
-            return dict(self._pending_state)
-        raise StreamingError(
-            "state_dict() counts the batches the training loop consumed: iterate with "
-            "`for batch in dataset.track(loader)` to make the reader checkpointable"
-        )
-
-    def track(self, loader: Any) -> Iterator[Any]:
-        """Iterate ``loader`` (a DataLoader over this dataset) for one epoch, counting batches."""
-        if loader.dataset is not self:
-            raise StreamingError("track(loader) needs a DataLoader over this dataset")
-        settings = self.resume_settings(loader.batch_size or 1, loader.num_workers, loader.drop_last)
-        tracker = ConsumptionTracker(
-            settings, self.feed.units, rank=self.data_rank, epoch=self.epoch,
-            allow_order_change=self.allow_order_change, make_pool=self.pool_maker,
-        )
-        if self._pending_state is not None:
-            tracker.load_state_dict(self._pending_state)
-            self._pending_state = None
-        self._tracker = tracker
-        self.epoch = tracker.epoch
-        self._position = tracker.position
-        self._write_control(self._position)
+    def _epoch_started(self, loader: Any, tracker: ConsumptionTracker) -> None:
         self._diversity.batch_size = loader.batch_size
         self._batch_size = loader.batch_size  # before iter(loader) ships the reader to workers
         report = self._rank_plan(tracker.epoch).report
@@ -433,21 +373,11 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
             report.rank_episodes[self.data_rank], report.rank_frames[self.data_rank],
             from_start=not any(tracker.position.worker_offsets),
         )
-        return self._tracked(loader, tracker)
 
-    def _tracked(self, loader: Any, tracker: ConsumptionTracker) -> Iterator[Any]:
-        iterator = iter(loader)  # workers start (with this position) or the in-process iterator
-        self._position = None
-        diversity = self._diversity
-        for batch in iterator:
-            tracker.record_batch(batch_len(batch))
-            episodes = batch_episodes(batch)
-            if episodes is not None:
-                diversity.record(episodes)
-            yield batch
-        tracker.next_epoch()
-        self.epoch = tracker.epoch
-        self._write_control(None)
+    def _batch_taken(self, batch: Any) -> None:
+        episodes = batch_episodes(batch)
+        if episodes is not None:
+            self._diversity.record(episodes)
 
     # ---- metrics ------------------------------------------------------------------------------
 
@@ -494,37 +424,8 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
 
     # ---- iteration ------------------------------------------------------------------------------
 
-    def _current_position(
-        self, num_workers: int, position: ResumePosition | None
-    ) -> ResumePosition:
-        parts = replace(self.slot, num_workers=num_workers).parts
-        if position is None or position.epoch != self.epoch:
-            return ResumePosition(self.epoch, 0, (0,) * parts, True)
-        if len(position.worker_offsets) != parts:
-            if not any(position.worker_offsets):
-                return ResumePosition(self.epoch, 0, (0,) * parts, True, history=position.history)
-            raise ResumeMismatchError(
-                f"cannot resume sample-exactly: the checkpoint was taken with num_workers="
-                f"{len(position.worker_offsets) if len(position.worker_offsets) > 1 else 0}, "
-                f"the DataLoader has num_workers={num_workers}"
-            )
-        return position
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        info = get_worker_info()
-        num_workers, worker_id = (info.num_workers, info.id) if info is not None else (0, 0)
-        if info is None:
-            warn_in_process_threads()
-            position = self._current_position(num_workers, self._position)
-            self._position = None  # in-process: the position is used once
-        else:  # what the training process published for this pass (persistent workers too)
-            published = self._board.read_control()
-            if published is not None:
-                self.epoch = published.epoch
-            position = self._current_position(
-                num_workers, self._position if published is None else published
-            )
-        return self._samples(position, num_workers, worker_id)
+    def _in_process(self) -> None:
+        warn_in_process_threads()
 
     def worker_pipeline(
         self, position: ResumePosition, num_workers: int, worker_id: int
@@ -579,22 +480,5 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, IterableDataset, Stateful):
                     item[key] = self.image_transforms(item[key])
         return item
 
-    def _samples(
-        self, position: ResumePosition, num_workers: int, worker_id: int
-    ) -> Iterator[dict[str, Any]]:
-        pipeline = self.worker_pipeline(position, num_workers, worker_id)
-        if pipeline is None:
-            return
-        published: dict[str, int] = {}
-        row = 0 if get_worker_info() is None else 1 + worker_id
-        board = self._board
-        samples = follow(getattr(self, "event_log", None), pipeline, worker_id, self._batch_size)
-        try:
-            for n, sample in enumerate(samples, 1):
-                if n % 64 == 0:
-                    board.publish(row, published, pipeline.metrics, pipeline.decoded)
-                yield sample
-        finally:
-            pipeline.close()
-            board.publish(row, published, pipeline.metrics, pipeline.decoded)
-
+    def _serve(self, pipeline: EpisodePipeline, worker_id: int) -> Iterator[Any]:
+        return follow(getattr(self, "event_log", None), pipeline, worker_id, self._batch_size)
