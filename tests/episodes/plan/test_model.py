@@ -107,3 +107,29 @@ def test_every_rank_and_worker_is_predicted(plan_dataset) -> None:
     slow = predict(reader, world_size=2, num_workers=2, batch_size=4,
                    link=parse_link("10kB/s,50ms"), decode=None)
     assert slow["ranks"][0]["samples_per_s"]["limited_by"] == "fetch"
+
+
+def test_a_mixture_is_predicted_like_a_real_run(plan_dataset, tmp_path) -> None:
+    """Two sources, one upsampled with a partial pass: the replayed schedule is the reader's,
+    so diversity and decodes per frame match a real run, copies of an episode count as one
+    episode for the ideal shuffle, and open decoders never exceed the reader's own cap."""
+    from feedline.episodes.stream.dataset import StreamingEpisodeDataset
+    from feedline.episodes.synth.writer import write_synthetic_dataset
+
+    other = write_synthetic_dataset(tmp_path / "other", episodes=4, frames_per_episode=[20, 25, 15, 30],
+                                    cameras=2, fps=10, width=64, height=48)
+    reader = StreamingEpisodeDataset(
+        sources=[{"root": str(plan_dataset.root)}, {"root": str(other.root), "repeat": 1.5}],
+        delta_timestamps={"observation.images.cam_0": [-0.2, -0.1, 0.0], "action": [0.0, 0.1]},
+        return_uint8=True, rank=0, world_size=1, episode_pool_size=4, prefetch_episodes=1,
+    )
+    plan = predict(reader, num_workers=2, batch_size=8)
+    rank = plan["ranks"][0]
+    assert rank["samples"] == sum(LENGTHS) + 135  # 90 frames x 1.5
+    assert rank["episodes"] == len(LENGTHS) + 4  # (source, episode) pairs, copies once
+    cap = -(-reader.decoders_per_rank // 2)
+    assert all(w["peak_decoders"] <= cap for w in rank["workers"])
+    recorder = measure(reader, tmp_path / "run", seconds=60, num_workers=2, batch_size=8)
+    rows = {r["what"]: r for r in compare(plan, recorder.measured())}
+    for exact in ("episodes per batch", "episodes per 10 batches", "decoded per delivered frame"):
+        assert rows[exact]["predicted"] == pytest.approx(rows[exact]["measured"]), exact

@@ -7,6 +7,7 @@ JSON-ready dict (``format: feedline-plan``) that :func:`render` prints and the r
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -80,7 +81,7 @@ def predict(
     ranks = list(range(min(world, max_ranks)))
     runs = worker_runs(dataset, world_size=world_size, num_workers=num_workers,
                        batch_size=batch_size, ranks=ranks)
-    lengths = dataset.feed.epoch_lengths(0)
+    lengths = _FullLengths(dataset.feed)  # a unit's frames: its whole episode (windows cut there)
     facts = unit_facts(dataset, sorted({int(u) for r in runs for u in r.admission.tolist()}))
     windows, frame_bytes = _windows(dataset), _frame_bytes(dataset)
     decoded_limit = slot.share(settings.decoded_cache_bytes, minimum=0)
@@ -95,6 +96,9 @@ def predict(
             times, reserved = frontier(run)
             memory = decoded_peak(run, lengths, windows, facts.keyframes, frame_bytes,
                                   decoded_limit)
+            # the reader closes the least recently used decoders past its share
+            memory["peak_decoders"] = min(memory["peak_decoders"],
+                                          slot.share(dataset.decoders_per_rank))
             decoder_bytes = memory["peak_decoders"] * DECODER_FRAMES * max(frame_bytes.values(), default=0)
             payload = int(reserved.max()) if reserved.size else 0
             pss = base_pss + payload + memory["peak_bytes"] + decoder_bytes + queue_bytes
@@ -178,15 +182,20 @@ def _rank(
     keys = dataset.feed.episode_keys
     episodes = len({int(k) for k in keys(np.asarray(units, dtype=np.int64)).tolist()})
     actual, distinct_per_batch, share = batch_diversity(runs, batch_size, drop_last, keys, episodes)
-    lengths = dataset.feed.epoch_lengths(0)
-    ideal = ideal_diversity([lengths[u] for u in units], batch_size, drop_last=drop_last)
+    due = dataset.feed.epoch_lengths(0)
+    # an ideal shuffle of the same episodes: copies of one episode are that one episode
+    by_episode: dict[int, int] = {}
+    for u, k in zip(units, keys(np.asarray(units, dtype=np.int64)).tolist(), strict=True):
+        by_episode[int(k)] = by_episode.get(int(k), 0) + int(due[u])
+    ideal_lengths = list(by_episode.values())
+    ideal = ideal_diversity(ideal_lengths, batch_size, drop_last=drop_last)
     bound = decode_bound if fetch_bound is None else min(decode_bound, fetch_bound)
     if rank == 0:
         marks = np.linspace(0, samples, 41)[1:]
         curves["diversity"] = {
             "batch_distinct": distinct_per_batch.tolist(), "touched_share": share.tolist(),
             "ideal_batch_mean": ideal.batch_episodes_mean,
-            "ideal_share": [expected_share([lengths[u] for u in units], int(m)) for m in marks],
+            "ideal_share": [expected_share(ideal_lengths, int(m)) for m in marks],
             "ideal_share_at": (marks / max(1, samples)).tolist(),
         }
         curves["samples_per_s"] = bound
@@ -251,3 +260,19 @@ def render(plan: dict[str, Any]) -> str:
     if plan["topology"]["ranks_simulated"] < plan["topology"]["world_size"]:
         lines.append(f"(the first {plan['topology']['ranks_simulated']} ranks simulated)")
     return "\n".join(lines) + "\n"
+
+
+class _FullLengths(Mapping[int, int]):
+    """A unit's whole episode length (a mixture's window may hold only part of it)."""
+
+    def __init__(self, feed: Any) -> None:
+        self.feed = feed
+
+    def __getitem__(self, unit: int) -> int:
+        return self.feed.unit_frames(int(unit))
+
+    def __iter__(self) -> Any:
+        return iter(self.feed.epoch_lengths(0))
+
+    def __len__(self) -> int:
+        return len(self.feed.epoch_lengths(0))

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from feedline.episodes.schedule.diversity import BatchDiversity, DiversityReport
+from feedline.episodes.schedule.elastic import epoch_start
 from feedline.episodes.schedule.loader import loader_batches
 from feedline.episodes.schedule.plan import plan_shards_arrays
 from feedline.episodes.schedule.slot import WorkerSlot
@@ -88,12 +89,13 @@ def worker_runs(
     )
     slot = WorkerSlot(num_workers=num_workers)
     budget = slot.share(settings.byte_budget_bytes)
+    due = epoch_start(dataset.plan_units, epoch)  # a mixture's units: copies and windows
     out = []
     for rank in range(world) if ranks is None else ranks:
         for part, order in enumerate(plan.parts[rank]):
             pool = dataset.pool_maker(
                 [int(e) for e in order], epoch=epoch, rank=rank, part=part,
-                num_workers=num_workers, batch_size=batch_size,
+                num_workers=num_workers, batch_size=batch_size, remainder=due,
             )
             admission = np.asarray(pool.admission, dtype=np.int64)
             episodes, frames = pool.take(pool.anchors_remaining)

@@ -66,6 +66,10 @@ class SingleFeed:
     def assemble(self, payload: EpisodePayload, frame: int) -> dict[str, Any]:
         return payload.sample(self.source.decode_spec, frame)
 
+    def unit_frames(self, unit: int) -> int:
+        """Frames of the episode ``unit`` is (all of them, whatever part is due)."""
+        return self.source.episode_lengths[unit]
+
     def episode_keys(self, units: np.ndarray) -> np.ndarray:
         """What the diversity counters count per unit: its episode."""
         return np.asarray(units, dtype=np.int64)
@@ -177,6 +181,11 @@ class MixtureFeed:
     def assemble(self, payload: EpisodePayload, frame: int) -> dict[str, Any]:
         source = self.sources[payload.source]
         return self.schema.adapt(payload.sample(source.decode_spec, frame), payload.source)
+
+    def unit_frames(self, unit: int) -> int:
+        """Frames of the episode ``unit`` is a copy of (all of them, whatever part is due)."""
+        source, episode, _ = self.units.locate(unit)
+        return self.sources[source].episode_lengths[episode]
 
     def episode_keys(self, units: np.ndarray) -> np.ndarray:
         """What the diversity counters count per unit: its source and episode (every copy of
