@@ -7,7 +7,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from feedline.episodes.errors import MixtureError
@@ -112,8 +112,10 @@ def test_a_quota_takes_one_kind() -> None:
         Quota(repeat=-1)
 
 
-@settings(max_examples=80, deadline=None)
-@given(counts=st.lists(st.integers(0, 300), min_size=1, max_size=5), batch=st.integers(1, 64))
+@settings(max_examples=300, deadline=None)
+@given(counts=st.lists(st.integers(0, 300), min_size=1, max_size=6), batch=st.integers(1, 64))
+@example(counts=[1, 1, 8, 8, 60], batch=1)  # whole parts that overfill a batch of one
+@example(counts=[1, 1, 1, 1, 16, 19], batch=1)
 def test_stratified_quotas_are_exact_and_near_the_share(counts: list[int], batch: int) -> None:
     total = sum(counts)
     quotas = stratified_quotas(counts, batch)
@@ -126,7 +128,8 @@ def test_stratified_quotas_are_exact_and_near_the_share(counts: list[int], batch
     given_so_far = np.cumsum(quotas, axis=0)
     ends = np.cumsum(sizes)
     ideal = ends[:, None] * np.asarray(counts)[None, :] / total
-    assert np.abs(given_so_far - ideal).max() < 1 + 1e-9
+    assert (quotas >= 0).all()
+    assert np.abs(given_so_far - ideal).max() < 1.5
 
 
 @settings(max_examples=30, deadline=None)

@@ -464,6 +464,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
             slot.share(self.settings.decoded_cache_bytes, minimum=0),
             slot.share(self.decoders_per_rank),
         )
+        self.feed.prepare()  # on this thread, not on the fetch threads
         fetch = functools.partial(self.feed.fetch, decoded)
         return EpisodePipeline(
             episodes, frames, order, self.episode_bytes, fetch=fetch,

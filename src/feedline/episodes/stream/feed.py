@@ -56,6 +56,11 @@ class SingleFeed:
     def epoch_lengths(self, epoch: int) -> Mapping[int, int]:
         return self.source.episode_lengths
 
+    def prepare(self) -> None:
+        """Open this process's store and frame reader before the fetch threads need them."""
+        for source in self.sources:
+            source.reader.frame_reader()
+
     @property
     def source(self) -> StreamSource:
         return self.sources[0]
@@ -173,6 +178,13 @@ class MixtureFeed:
 
     def epoch_lengths(self, epoch: int) -> Mapping[int, int]:
         return self.units.epoch(epoch).lengths
+
+    def prepare(self) -> None:
+        """Open every source's store and frame reader in this process before the fetch threads
+        need them: opening loads the sidecar, and two threads must not do it at once (nor
+        parse ``.npy`` headers together: CPython 3.11's parser is not thread-safe there)."""
+        for source in self.sources:
+            source.reader.frame_reader()
 
     def fetch(self, decoded: DecodedFrames, unit: int) -> EpisodePayload:
         source, episode, _ = self.units.locate(unit)
