@@ -52,7 +52,6 @@ the figure is the outage epoch's samples/s against the clean one's, in the same 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -65,6 +64,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from feedline.episodes.plan.measure import PssSampler  # the library's, also used by feedline plan
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests/servers.py starts nginx the way the test suite does
@@ -172,46 +173,6 @@ def _scan_dataset(root: str, codec_threads: int = 0) -> Any:
 
 
 # ---- measuring ---------------------------------------------------------------------------------
-
-
-class PssSampler:
-    """Peak PSS of each child process (DataLoader worker) of this process, sampled every 0.2 s."""
-
-    def __init__(self) -> None:
-        self.peak: dict[int, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _children(self) -> list[int]:
-        pids = []
-        for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-            with contextlib.suppress(OSError):
-                pids += [int(p) for p in (task / "children").read_text().split()]
-        return pids
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            for pid in self._children():
-                try:
-                    text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-                except OSError:
-                    continue
-                for line in text.splitlines():
-                    if line.startswith("Pss:"):
-                        kb = int(line.split()[1])
-                        self.peak[pid] = max(self.peak.get(pid, 0), kb * 1024)
-
-    def __enter__(self) -> PssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def worker_peak_mib(self) -> float:
-        return max(self.peak.values(), default=0) / 2**20
 
 
 def timed_epochs(loader: Any, epochs: int = 1, track: Any = None,

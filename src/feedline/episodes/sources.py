@@ -70,7 +70,7 @@ class Source:
             raise MixtureError(f"{self.name}: feature_map gives two keys the same name")
         object.__setattr__(self, "feature_map", mapping)
         try:
-            self.quota  # noqa: B018 - checks the quota now
+            Quota(weight=self.weight, repeat=self.repeat, choose=self.choose)  # checked now
         except MixtureError as exc:
             raise MixtureError(f"{self.name}: {exc}") from None
 

@@ -246,14 +246,6 @@ class TokenDataset(TrackedReader, IterableDataset):
 
     # ---- facts -------------------------------------------------------------------------------
     @property
-    def rank(self) -> int:
-        return self.slot.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.slot.world_size
-
-    @property
     def windows(self) -> int:
         """Windows per epoch over every rank (a mixture's counts added up)."""
         return int(sum(self.counts))
@@ -312,10 +304,6 @@ class TokenDataset(TrackedReader, IterableDataset):
     @property
     def plan_units(self) -> MixtureUnits:
         return self.units
-
-    @property
-    def data_rank(self) -> int:
-        return self.rank
 
     def restore_state(self, state: Mapping[str, Any]) -> None:
         """Restore a checkpoint taken by :meth:`state_dict`; call before iterating."""

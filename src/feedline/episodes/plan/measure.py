@@ -30,11 +30,12 @@ from feedline.episodes.schedule.diversity import DIVERSITY_METRICS
 from feedline.episodes.stream.batches import batch_episodes
 from feedline.episodes.stream.events import EventLog, TimedCollate, sample_key
 
-__all__ = ["RunRecorder", "measure"]
+__all__ = ["PssSampler", "RunRecorder", "measure"]
 
 
-class _PssSampler:
-    """Peak PSS of each child process (DataLoader worker) of this process, every 0.2 s."""
+class PssSampler:
+    """Peak PSS of each child process (DataLoader worker) of this process, every 0.2 s; a
+    context manager too (``bench/streaming.py`` measures its readers with it)."""
 
     def __init__(self) -> None:
         self.peak: dict[int, int] = {}
@@ -61,6 +62,18 @@ class _PssSampler:
         if self._thread.is_alive():
             self._thread.join()
 
+    def __enter__(self) -> PssSampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def worker_peak_mib(self) -> float:
+        """The largest peak of any worker, in MiB."""
+        return max(self.peak.values(), default=0) / 2**20
+
 
 class RunRecorder:
     """Record one run of ``dataset`` into ``directory`` (``events/`` there; module docstring).
@@ -80,7 +93,7 @@ class RunRecorder:
         #: per batch: requested, received (monotonic), its first sample's key, size, episodes
         self.batches: list[dict[str, Any]] = []
         self.started: float | None = None
-        self._pss = _PssSampler()
+        self._pss = PssSampler()
 
     def instrument(self, loader: Any) -> Any:
         """``loader`` with its collate timed in the workers (before it is iterated)."""

@@ -245,20 +245,6 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
-    def rank(self) -> int:
-        return self.slot.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.slot.world_size
-
-    @property
-    def data_rank(self) -> int:
-        """The data-parallel group this rank reads for (``rank // replication``): the rank the
-        plan, the pools and the checkpoint count."""
-        return self.slot.data_rank
-
-    @property
     def plan_units(self) -> Any:
         """What the plan deals: the episodes of one dataset, a mixture's units per epoch."""
         return self.feed.units

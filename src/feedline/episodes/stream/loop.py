@@ -82,9 +82,18 @@ class TrackedReader(Stateful):
         raise NotImplementedError
 
     @property
+    def rank(self) -> int:
+        return self.slot.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.slot.world_size
+
+    @property
     def data_rank(self) -> int:
-        """The rank the plan, the pools and the checkpoint count."""
-        raise NotImplementedError
+        """The data-parallel group this rank reads for (``rank // replication``): the rank the
+        plan, the pools and the checkpoint count."""
+        return self.slot.data_rank
 
     def worker_pipeline(
         self, position: ResumePosition, num_workers: int, worker_id: int
