@@ -343,6 +343,9 @@ def test_a_failing_stream_in_parallel_stops_the_mix_with_its_error(tmp_path):
         run_mix(streams, processes=2)
     assert not (tmp_path / "out" / "b-0000.jsonl.gz").exists()
     assert not (tmp_path / "out" / ".feedline-mix" / "b.json").exists()
+    # stream a may have finished first; whatever it did, no temp or staging folder is left
+    left = [p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*")] if (tmp_path / "out").exists() else []
+    assert not [p for p in left if p.name.endswith((".tmp", ".partial"))], left
 
 
 # ---- configuration mistakes are said, not ignored --------------------------------------------------

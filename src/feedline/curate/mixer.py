@@ -31,6 +31,7 @@ from feedline.curate.mixoutput import (
     ShardWriter,
     check_output,
     discard_partial_output,
+    remove_empty_summary_folder,
     summary_path,
 )
 from feedline.curate.runtime import attribute_path, relative_name
@@ -352,12 +353,17 @@ def run_mix(streams: list[StreamConfig], processes: int = 1, show_progress: bool
     started = time.monotonic()
     reports: list[StreamReport] = []
     # The documents have no total (counting them would cost a second pass); the streams do.
-    with Progress("mix", unit="doc", counters={"streams": len(streams)}, scale=True,
-                  enabled=show_progress) as progress:
-        done = pool_map(_mix_stream_task, checked, processes=processes, progress=progress.update, ordered=True,
-                        describe=_stream_name, cleanup=_discard_stream)
-        with contextlib.closing(done):
-            for report in done:
-                reports.append(report)
-                progress.count(streams=1)
+    try:
+        with Progress("mix", unit="doc", counters={"streams": len(streams)}, scale=True,
+                      enabled=show_progress) as progress:
+            done = pool_map(_mix_stream_task, checked, processes=processes, progress=progress.update,
+                            ordered=True, describe=_stream_name, cleanup=_discard_stream)
+            with contextlib.closing(done):
+                for report in done:
+                    reports.append(report)
+                    progress.count(streams=1)
+    except BaseException:
+        for stream in streams:  # every worker has stopped: no stream is about to write a summary
+            remove_empty_summary_folder(stream)
+        raise
     return MixReport(reports, time.monotonic() - started)

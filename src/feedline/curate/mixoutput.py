@@ -116,11 +116,21 @@ def remove_stale_shards(stream: StreamConfig, produced: list[str]) -> None:
 
 
 def discard_partial_output(stream: StreamConfig) -> None:
-    """What a failed, killed or dead stream left: its staging folder and summary temps."""
+    """What a failed, killed or dead stream left: its staging folder and summary temps.
+
+    The summary folder itself stays: streams share an output path, and another stream still at
+    work may be about to write its summary there. :func:`remove_empty_summary_folder` removes it
+    once no stream runs."""
     if is_url(stream.output_path):
         return
     shutil.rmtree(staging_folder(stream), ignore_errors=True)
     remove_stale_temps(summary_path(stream))
+
+
+def remove_empty_summary_folder(stream: StreamConfig) -> None:
+    """After a failed mix, once every worker has stopped: the summary folder a failure left empty."""
+    if is_url(stream.output_path):
+        return
     with contextlib.suppress(OSError):  # only when empty: a previous summary may live there
         os.rmdir(f"{stream.output_path}/{SUMMARY_FOLDER}")
 
