@@ -81,7 +81,10 @@ class Store(ABC):
 
     @abstractmethod
     def read_range(self, path: str, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)``; ``end`` past the object's end is a :class:`RangeError`."""
+        """Bytes ``[start, end)``; ``end`` past the object's end is a :class:`RangeError`.
+
+        A bytes-like object: ``bytes``, or the ``bytearray`` the HTTP store read into (saving a
+        copy of every payload); callers must not rely on it being hashable or immutable."""
 
     @abstractmethod
     def open(self, path: str) -> IO[bytes]:

@@ -38,6 +38,7 @@ from feedline.episodes.schedule.admission import EpisodeByteCache
 from feedline.episodes.schedule.elastic import PoolMaker
 from feedline.episodes.schedule.mixture import MixtureUnits, source_counts
 from feedline.episodes.schedule.plan import plan_shards_arrays, resolve_rank_and_world
+from feedline.episodes.schedule.pool import fetch_order
 from feedline.episodes.schedule.resume import (
     ResumePosition,
     ResumeSettings,
@@ -343,7 +344,7 @@ class TokenDataset(TrackedReader, IterableDataset):
         pool.skip(position.offset_for_worker(worker_id))
         units, windows = pool.take(pool.anchors_remaining)
         return EpisodePipeline(
-            units, windows, order, self.unit_bytes,
+            units, windows, fetch_order(units).tolist(), self.unit_bytes,
             fetch=functools.partial(_fetch, self.corpora, self.tables, self.file_windows, self.units,
                                     self.seq_len),
             assemble=functools.partial(_assemble, self.seq_len + 1, self.labels, self.return_positions,

@@ -16,7 +16,7 @@ import pytest
 
 from feedline.episodes.errors import ResumeMismatchError, StreamingError
 from feedline.episodes.schedule.admission import EpisodeByteCache
-from feedline.episodes.schedule.pool import EpisodePool
+from feedline.episodes.schedule.pool import EpisodePool, fetch_order
 from feedline.episodes.stream.pipeline import EpisodePipeline
 from tests.episodes.resume_harness import Epochs, check_resume, json_roundtrip, resume_points
 
@@ -64,13 +64,18 @@ def _pipeline(eps, frames, order, sizes, cache, *, seed=0, fetch_delay=0.003, de
     )
 
 
+@pytest.mark.parametrize("fetch", ["first need", "admission"])
 @pytest.mark.parametrize(("seed", "decode_threads"), [(0, 3), (1, 3), (2, 3), (3, 3), (4, 0), (5, 0)])
-def test_order_and_budget_under_random_timing(seed, decode_threads):
+def test_order_and_budget_under_random_timing(seed, decode_threads, fetch):
+    """The readers fetch by first need (fetch_order); the pool's admission order works too."""
     rng = np.random.default_rng(seed)
     lengths = rng.integers(1, 30, size=24).tolist()
     sizes = rng.integers(100, 1000, size=24).tolist()
     budget = 2500  # a few episodes at a time: admission waits for releases all the time
     order, eps, frames = _schedule(lengths, sizes, budget, pool_size=4, seed=seed)
+    if fetch == "first need":
+        order = fetch_order(eps).tolist()
+        assert order != list(range(24))  # the pool draws across its resident episodes
     cache = EpisodeByteCache(budget, max_episodes=4 + 2)
     pipe = _pipeline(eps, frames, order, sizes, cache, seed=seed, max_num_shards=3,
                      decode_threads=decode_threads, decoded_queue_size=5)  # 0: on the consuming thread
@@ -214,3 +219,23 @@ def test_load_state_refuses_other_anchors_and_a_started_pipeline() -> None:
         _epoch_pipeline(0).load_state_dict({**state, "state_version": 2})
     with pytest.raises(ResumeMismatchError, match="99 samples were taken of 24"):
         _epoch_pipeline(0).load_state_dict({**state, "samples_taken": 99})
+
+
+def test_fetch_order_is_by_first_anchor_and_serves_the_first_sample_first():
+    assert fetch_order(np.array([5, 2, 5, 9, 2, 1, 9])).tolist() == [5, 2, 9, 1]
+    assert fetch_order(np.array([], dtype=np.int64)).tolist() == []
+    lengths, sizes = [6] * 12, [100] * 12
+    _, eps, frames = _schedule(lengths, sizes, 10_000, pool_size=12, seed=3)
+    fetched: list[int] = []
+
+    def fetch(ep: int) -> Payload:
+        fetched.append(ep)
+        return Payload(ep, 100)
+
+    cache = EpisodeByteCache(10_000, max_episodes=13)
+    pipe = _pipeline(eps, frames, fetch_order(eps).tolist(), sizes, cache, fetch=fetch, max_num_shards=1,
+                     decode_threads=0)
+    first = next(pipe)
+    assert fetched[0] == first["episode"] == int(eps[0])  # not the first of the pool's admissions
+    assert len(list(pipe)) == sum(lengths) - 1
+    assert fetched == fetch_order(eps).tolist()

@@ -31,6 +31,7 @@ from feedline.episodes.schedule.diversity import BatchDiversity, DiversityReport
 from feedline.episodes.schedule.elastic import epoch_start
 from feedline.episodes.schedule.loader import loader_batches
 from feedline.episodes.schedule.plan import plan_shards_arrays
+from feedline.episodes.schedule.pool import fetch_order
 from feedline.episodes.schedule.slot import WorkerSlot
 
 __all__ = [
@@ -97,8 +98,8 @@ def worker_runs(
                 [int(e) for e in order], epoch=epoch, rank=rank, part=part,
                 num_workers=num_workers, batch_size=batch_size, remainder=due,
             )
-            admission = np.asarray(pool.admission, dtype=np.int64)
             episodes, frames = pool.take(pool.anchors_remaining)
+            admission = fetch_order(episodes)  # the pipeline's fetch order
             nbytes = np.fromiter((dataset.episode_bytes[int(u)] for u in admission), np.int64,
                                  admission.size)
             limit = max(slot.share(settings.episode_pool_size), pool.resident_limit)

@@ -34,9 +34,12 @@ How the pipeline drives it (one pool per worker per epoch)::
 except after a resume that rotates parts (see :mod:`feedline.episodes.schedule.resume`), and it seeds the
 pool, so a rotated worker reproduces its part's anchors exactly.
 
-Fetch episodes in admission order (``pool.episodes``); an episode's bytes can be released once
-all ``length`` of its anchors have been decoded. With ``byte_budget`` set, the resident set the
-schedule needs always fits the budget, so the admission frontier never deadlocks.
+Fetch episodes in the order of their first anchor (:func:`fetch_order` of the anchors); an
+episode's bytes can be released once all of its anchors have been decoded. An episode's anchors
+all fall between its admission and its exhaustion, so the episodes fetched and not yet released
+are, at any anchor, the resident ones that anchor has reached plus what is fetched ahead: with
+``byte_budget`` set they always fit it, and the fetch frontier never deadlocks. Fetching in
+admission order instead would make the first anchor wait, on average, for half the first pool.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from feedline.episodes.schedule.strategies import POOL_STRATEGIES, Block, get_st
 from feedline.episodes.settings import DEFAULT_SEED, DEFAULTS, resolve_seed
 from feedline.validate import check_int
 
-__all__ = ["STRATEGIES", "EpisodePool"]
+__all__ = ["STRATEGIES", "EpisodePool", "fetch_order"]
 
 STRATEGIES = tuple(POOL_STRATEGIES)  # the names a pool accepts (keys of the dispatch table)
 _POOL_STREAM = 0x504F4F4C  # "POOL": keeps the pools' random streams apart from the plan's
@@ -388,3 +391,11 @@ def _aligned(episodes: np.ndarray, values: Any, name: str) -> np.ndarray:
     if out.size != episodes.size:
         raise StreamingError(f"{name} has {out.size} entries for {episodes.size} episodes")
     return out
+
+
+def fetch_order(episodes: np.ndarray) -> np.ndarray:
+    """The distinct episodes of an anchor sequence in the order of their first anchor: the order
+    a worker fetches them in (see the module docstring for why it fits the budget)."""
+    episodes = np.asarray(episodes, dtype=np.int64)
+    _, first = np.unique(episodes, return_index=True)
+    return episodes[np.sort(first)]

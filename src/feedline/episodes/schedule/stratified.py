@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from feedline.episodes.errors import StreamingError
-from feedline.episodes.schedule.pool import EpisodePool
+from feedline.episodes.schedule.pool import EpisodePool, fetch_order
 
 __all__ = ["StratifiedPool", "split_share", "stratified_quotas"]
 
@@ -103,8 +103,7 @@ class StratifiedPool:
             eps[at], frames[at] = pool.take(pool.anchors_remaining)
         self._eps, self._frames = eps, frames
         self._yielded = 0
-        _, first = np.unique(eps, return_index=True)
-        self._admission = eps[np.sort(first)]
+        self._admission = fetch_order(eps)
 
     @property
     def admission(self) -> np.ndarray:

@@ -45,6 +45,7 @@ from feedline.episodes.schedule.admission import EpisodeByteCache
 from feedline.episodes.schedule.diversity import BatchDiversity, DiversityReport, ideal_diversity
 from feedline.episodes.schedule.elastic import PoolMaker
 from feedline.episodes.schedule.plan import plan_shards_arrays, resolve_rank_and_world
+from feedline.episodes.schedule.pool import fetch_order
 from feedline.episodes.schedule.resume import (
     ConsumptionTracker,
     ResumePosition,
@@ -443,9 +444,9 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
             remainder=due, batch_size=self._batch_size,
         )
         cache.max_episodes = max(cache.max_episodes, pool.resident_limit + self.prefetch_episodes)
-        order = [int(e) for e in pool.admission]  # the fetch order (stratified: by first need)
         pool.skip(position.offset_for_worker(worker_id))
         episodes, frames = pool.take(pool.anchors_remaining)
+        order = fetch_order(episodes).tolist()  # by first need: the first batch waits least
         decoded = DecodedFrames(
             slot.share(self.settings.decoded_cache_bytes, minimum=0),
             slot.share(self.decoders_per_rank),

@@ -3,7 +3,7 @@
 One :class:`EpisodePipeline` serves one worker's anchors for one epoch (the schedule comes from
 :class:`~feedline.episodes.schedule.pool.EpisodePool`; this module only executes it)::
 
-    fetch dispatcher (1 thread) ── walks the admission order, reserve() in the byte cache
+    fetch dispatcher (1 thread) ── walks the fetch order, reserve() in the byte cache
         │ (blocks while the budget is full: prefetch pauses), hands the fetch to
         ▼
     fetch pool (max_num_shards threads) ── Parquet rows + mini-MP4 byte ranges of whole episodes
@@ -15,10 +15,12 @@ One :class:`EpisodePipeline` serves one worker's anchors for one epoch (the sche
         ▼                                   end_decode() (bytes return after the last one)
     ordered buffer (decoded_queue_size futures) ── popped in schedule order
 
-Why it cannot deadlock: reservations are made in admission order, and the pool admits an
-episode only once the earlier episodes it must displace have yielded their last anchor; those
-anchors precede, in schedule order, every anchor of the waiting episode, so their decodes were
-submitted (and end) without needing it. Why the order is exact: the buffer is a FIFO of futures
+Why it cannot deadlock: reservations are made in the order of each episode's first anchor
+(:func:`~feedline.episodes.schedule.pool.fetch_order`). When the consumer waits for an episode,
+every episode reserved before it has had its first anchor; those still held are resident in the
+pool at that anchor, beside the waiting one, and the pool's resident set fits the budget. The
+others have yielded their last anchor, whose decode was submitted (and ends) without needing the
+waiting episode, so their bytes return. Why the order is exact: the buffer is a FIFO of futures
 in schedule order, whatever thread finishes first.
 
 Resume (:class:`~feedline.episodes.schedule.state.Stateful`): ``state_dict()`` counts the samples
@@ -85,28 +87,13 @@ class PipelineMetrics:
         return asdict(self)
 
 
-class _Ready:
-    """A sample assembled on the consuming thread, in the buffer beside decode futures."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: dict[str, Any]) -> None:
-        self.value = value
-
-    def result(self) -> dict[str, Any]:
-        return self.value
-
-    def cancel(self) -> bool:
-        return False
-
-
 class EpisodePipeline(Stateful):
     """Samples of one worker's anchors, in schedule order (an iterator; ``close()`` stops threads).
 
     Args:
         episodes: episode index of each anchor still to serve, in schedule order.
         frames: frame index of each of those anchors.
-        admission: the episodes they touch, in the pool's admission order (fetch order).
+        admission: the episodes they touch, in fetch order (by first anchor: ``fetch_order``).
         nbytes: each episode's exact payload size, reserved in ``cache`` before its fetch.
         fetch: ``fetch(episode) -> payload``; runs on the fetch threads.
         assemble: ``assemble(payload, frame) -> sample``; runs on the decode threads.
@@ -151,13 +138,16 @@ class EpisodePipeline(Stateful):
         ):
             check_int(name, value, minimum=0 if name == "decode_threads" else 1, error=StreamingError)
         self._anchors = (np.asarray(episodes, np.int64), np.asarray(frames, np.int64))
-        self._eps = episodes.tolist()
-        self._frames = frames.tolist()
-        last: dict[int, int] = {}
-        for i, ep in enumerate(self._eps):
-            last[ep] = i
-        self._last = last
-        self._undecoded = self._count_undecoded(0)
+        self._eps = self._anchors[0].tolist()
+        self._frames = self._anchors[1].tolist()
+        # each episode's last anchor, with numpy: per-anchor Python loops cost milliseconds of
+        # the first sample's wait on a large worker share
+        backwards = self._anchors[0][::-1]
+        distinct, first_backwards = np.unique(backwards, return_index=True)
+        self._last = dict(zip(distinct.tolist(), (len(backwards) - 1 - first_backwards).tolist(), strict=True))
+        last = self._last
+        # per-sample decode counts are for the decode threads only (see _next_inline)
+        self._undecoded = self._count_undecoded(0) if decode_threads else {}
         self._live: dict[int, Any] = {}  # fetched payloads whose decodes have not all ended
         self._admission = [int(ep) for ep in admission if int(ep) in last]
         missing = set(last) - set(self._admission)
@@ -246,10 +236,8 @@ class EpisodePipeline(Stateful):
     # ---- decode side -----------------------------------------------------------------------
 
     def _count_undecoded(self, start: int) -> dict[int, int]:
-        counts: dict[int, int] = {}
-        for ep in self._eps[start:]:
-            counts[ep] = counts.get(ep, 0) + 1
-        return counts
+        distinct, counts = np.unique(self._anchors[0][start:], return_counts=True)
+        return dict(zip(distinct.tolist(), counts.tolist(), strict=True))
 
     def _decode_one(self, ep: int, payload: Any, frame: int) -> dict[str, Any]:
         try:
@@ -264,18 +252,32 @@ class EpisodePipeline(Stateful):
             if done:
                 self._close_payload(payload)
 
-    def _assemble_inline(self, ep: int, payload: Any, frame: int) -> dict[str, Any]:
-        """``decode_threads=0``: assemble on the consuming thread. No decode is ever in flight
-        when the episode is released, so the byte cache needs no per-sample decode count."""
+    def _next_inline(self) -> dict[str, Any]:
+        """``decode_threads=0``: the next sample, assembled on the consuming thread when it is
+        asked for. Nothing is assembled ahead (there is no other thread to overlap it with), no
+        decode is ever in flight when an episode is released, and the byte cache needs no
+        per-sample decode count: the per-sample cost is a dict lookup and the assembly."""
+        i = self._next
+        if i >= len(self._eps):
+            raise StopIteration
+        ep = self._eps[i]
+        payload = self._payloads.get(ep)
+        if payload is None:
+            payload = self._payload(ep, block=True)
+        last = self._last[ep] == i
         try:
-            return self._assemble(payload, frame)
+            sample = self._assemble(payload, self._frames[i])
         finally:
-            left = self._undecoded[ep] - 1
-            self._undecoded[ep] = left
-            if not left:
+            if last:
                 with self._cond:
                     self._live.pop(ep, None)
                 self._close_payload(payload)
+        if last:
+            self.cache.release(ep)
+            del self._payloads[ep]
+            self.metrics.outside_fetches += int(getattr(payload, "outside_fetches", 0))
+        self._next = i + 1
+        return sample
 
     @staticmethod
     def _close_payload(payload: Any) -> None:
@@ -314,11 +316,8 @@ class EpisodePipeline(Stateful):
             payload = self._payload(ep, block=not self._buffer)
             if payload is None:
                 return
-            if self._decode_pool is None:  # decode_threads=0: on this thread, in order
-                self._buffer.append(_Ready(self._assemble_inline(ep, payload, frame)))  # type: ignore[arg-type]
-            else:
-                self.cache.begin_decode(ep)
-                self._buffer.append(self._decode_pool.submit(self._decode_one, ep, payload, frame))
+            self.cache.begin_decode(ep)
+            self._buffer.append(self._decode_pool.submit(self._decode_one, ep, payload, frame))
             if self._last[ep] == self._next:
                 self.cache.release(ep)  # bytes return once its submitted decodes end
                 del self._payloads[ep]
@@ -336,14 +335,17 @@ class EpisodePipeline(Stateful):
         if not self._started:
             self._start()
         try:
-            self._fill()
-            if not self._buffer:
-                self.close()
-                raise StopIteration
-            sample = self._buffer.popleft().result()
+            if self._decode_pool is None:
+                sample = self._next_inline()
+            else:
+                self._fill()
+                if not self._buffer:
+                    raise StopIteration
+                sample = self._buffer.popleft().result()
             self.metrics.samples += 1
             self._taken += 1
         except StopIteration:
+            self.close()
             raise
         except BaseException:
             self.close()
@@ -385,7 +387,7 @@ class EpisodePipeline(Stateful):
                 f"pipeline state says {taken} samples were taken of {len(self._eps)}"
             )
         self._next = self._taken = taken
-        self._undecoded = self._count_undecoded(taken)
+        self._undecoded = self._count_undecoded(taken) if self._threads[1] else {}
         # Episodes whose every anchor was taken are never fetched (nor reserved, nor released).
         self._admission = [ep for ep in self._admission if self._last[ep] >= taken]
 

@@ -79,11 +79,11 @@ class HttpStore(Store):
             "name the files (or use an s3:// or local root)"
         )
 
-    def read_range(self, path: str, start: int, end: int) -> bytes:
+    def read_range(self, path: str, start: int, end: int) -> bytearray:
         _check_range(self.url(path), start, end)
         return self.client.get_range(self._full(path), start, end)
 
-    def read_ranges(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+    def read_ranges(self, path: str, ranges: list[tuple[int, int]]) -> list[bytearray]:
         for start, end in ranges:
             _check_range(self.url(path), start, end)
         return self.client.get_ranges(self._full(path), ranges)
