@@ -1,7 +1,7 @@
 """Text into training: `feedline tokenize` against datatrove's DocumentTokenizer, and TokenDataset
 against a bare numpy memmap reader of the same windows in the same order.
 
-    .venv/bin/python bench/text.py [--docs 20000] [--seq-len 1024] [--repeats 3]
+    .venv/bin/python bench/text.py [--docs 20000] [--seq-len 1024] [--repeats 3] [--copies 8]
 
 1. A corpus of --docs documents (4 gzip shards, ~1.5k characters each, Zipf vocabulary) and a
    byte-level BPE tokenizer of 8,192 ids trained on it with `tokenizers` (nothing downloaded).
@@ -14,6 +14,10 @@ against a bare numpy memmap reader of the same windows in the same order.
    windows TokenDataset's worker of that number yields, in its order). Both in process (the reader
    alone) and through DataLoader(batch_size=16, num_workers=2) (what a training loop sees: collate
    and worker IPC included), one epoch each, median of --repeats. Peak RSS (VmHWM) per worker.
+4. The same on the corpus --copies times over (default 8): with 60,000 documents the corpus is
+   28 chunks, fewer than one pool, so nearly every chunk is needed within the first windows and
+   the epoch is mostly its start (fetching all of it); the copies show the steady state a
+   training corpus, many pools long, runs in.
 
 Ratios are computed against baselines measured in the same run.
 """
@@ -207,7 +211,24 @@ def epoch_rate(dataset, loader_workers: int | None, track: bool) -> tuple[float,
     return n / elapsed, rss.mib()
 
 
-def bench_dataset(tokens: Path, seq_len: int, repeats: int) -> None:
+def replicate(tokens: Path, copies: int, dest: Path) -> Path:
+    """The tokenized corpus ``copies`` times over (files renamed, one manifest listing them all):
+    a corpus many times the pool, whose epoch is mostly steady state rather than its start."""
+    manifest = json.loads((tokens / "manifest.json").read_text())
+    shards = []
+    dest.mkdir(parents=True)
+    for copy in range(copies):
+        for shard in manifest["shards"]:
+            name = f"c{copy}-{shard['path']}"
+            for ext in ("", ".index", ".metadata"):
+                shutil.copyfile(tokens / (shard["path"] + ext), dest / (name + ext))
+            shards.append({**shard, "path": name})
+    manifest.update(shards=shards, tokens=manifest["tokens"] * copies, documents=manifest["documents"] * copies)
+    (dest / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return dest
+
+
+def bench_dataset(tokens: Path, seq_len: int, repeats: int, copies: int = 1) -> None:
     import torch
     from tests.servers import run_nginx
 
@@ -215,12 +236,16 @@ def bench_dataset(tokens: Path, seq_len: int, repeats: int) -> None:
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp, run_nginx(Path(tmp)) as nginx:
+        if copies > 1:
+            tokens = replicate(tokens, copies, Path(tmp) / "replicated")
         shutil.copytree(tokens, Path(nginx.root) / "tokens")
         sources = {"local folder": str(tokens), "nginx": f"{nginx.url}/tokens"}
         ds = TokenDataset(str(tokens), seq_len)
         names, span = ds.corpora[0].names, seq_len + 1
-        print(f"\n## TokenDataset: {ds.windows:,} windows of {span} tokens, chunks of {ds.chunk_windows} windows "
-              f"(median of {repeats}, one epoch each)")
+        size = f"the corpus {copies} times over, " if copies > 1 else ""
+        print(f"\n## TokenDataset: {size}{ds.windows:,} windows of {span} tokens "
+              f"({sum(ds.corpora[0].tokens.tolist()) * ds.corpora[0].token_bytes / 2**20:,.0f} MiB), chunks of "
+              f"{ds.chunk_windows} windows (median of {repeats}, one epoch each)")
         print("| where | reader | TokenDataset windows/s | memmap windows/s | ratio | peak RSS per worker (memmap's) |")
         print("|---|---|---|---|---|---|")
         for where, root in sources.items():
@@ -245,6 +270,8 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=20000)
     parser.add_argument("--seq-len", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--copies", type=int, default=8,
+                        help="also measure the readers on the corpus this many times over (0: not)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -252,6 +279,8 @@ def main() -> None:
         train_tokenizer(texts, work / "tokenizer.json")
         tokens = bench_tokenize(work, args.docs, args.repeats)
         bench_dataset(tokens, args.seq_len, args.repeats)
+        if args.copies > 1:
+            bench_dataset(tokens, args.seq_len, args.repeats, args.copies)
 
 
 if __name__ == "__main__":
