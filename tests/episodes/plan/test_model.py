@@ -12,6 +12,7 @@ from feedline.episodes.plan.costs import parse_link
 from feedline.episodes.plan.measure import measure
 from feedline.episodes.plan.model import predict
 from feedline.episodes.plan.simulate import WorkerRun, decoded_peak, frontier
+from feedline.episodes.stream.decoded import DECODE_AHEAD
 from feedline.episodes.stream.events import follow
 
 from .conftest import LENGTHS, open_reader
@@ -54,7 +55,8 @@ def test_decoded_frames_are_held_until_their_last_window() -> None:
     run.frames = np.arange(10, dtype=np.int64)
     windows = {"cam": np.asarray([-1, 0])}
     held = decoded_peak(run, {0: 10}, windows, {}, {"cam": 100}, limit=10**6)
-    assert held["peak_bytes"] == 200 and held["decoded_per_delivered"] == 1.0
+    # the first sample's decoder goes on DECODE_AHEAD frames; they wait for their windows
+    assert held["peak_bytes"] == 100 * (1 + DECODE_AHEAD) and held["decoded_per_delivered"] == 1.0
     # backwards, every frame waits for the window that asks for it last; a limit of one frame
     # keeps none of the second frames, which are decoded again from their keyframe (frame 0)
     run.frames = np.arange(10, dtype=np.int64)[::-1].copy()
@@ -83,10 +85,10 @@ def test_predictions_equal_a_real_run(plan_dataset, tmp_path, workers: int) -> N
     rows = {r["what"]: r for r in compare(plan, measured)}
     for exact in ("episodes per batch", "episodes per 10 batches", "decoded per delivered frame"):
         assert rows[exact]["predicted"] == pytest.approx(rows[exact]["measured"]), exact
-    # the frontier when fetches keep up is the most the budget holds; a real run's decodes end a
-    # little after their episode's last anchor was handed out, so it holds that or a little less
+    # the frontier when fetches keep up; a real run's decodes end a little after their episode's
+    # last anchor was handed out, which can shift which episodes are held together a little
     payload = rows["peak payload per worker"]
-    assert max(reader.episode_bytes.values()) <= payload["measured"] <= payload["predicted"]
+    assert max(reader.episode_bytes.values()) <= payload["measured"] <= 1.02 * payload["predicted"]
     assert payload["measured_per_predicted"] > 0.6
     assert rows["bytes fetched per sample"]["measured_per_predicted"] == pytest.approx(1.0, abs=0.1)
     actual = rank["diversity"]["actual"]
@@ -131,5 +133,9 @@ def test_a_mixture_is_predicted_like_a_real_run(plan_dataset, tmp_path) -> None:
     assert all(w["peak_decoders"] <= cap for w in rank["workers"])
     recorder = measure(reader, tmp_path / "run", seconds=60, num_workers=2, batch_size=8)
     rows = {r["what"]: r for r in compare(plan, recorder.measured())}
-    for exact in ("episodes per batch", "episodes per 10 batches", "decoded per delivered frame"):
+    for exact in ("episodes per batch", "episodes per 10 batches"):
         assert rows[exact]["predicted"] == pytest.approx(rows[exact]["measured"]), exact
+    # Decoders run DECODE_AHEAD frames past what they were asked for; where the partial pass
+    # cuts an episode, some of those frames are never asked for, on both sides: within 3 %
+    decodes = rows["decoded per delivered frame"]
+    assert 1.0 <= decodes["measured"] <= 1.03 and decodes["predicted"] == pytest.approx(decodes["measured"], rel=0.03)

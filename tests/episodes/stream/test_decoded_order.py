@@ -10,7 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from feedline.episodes.stream.decoded import MAX_CURSORS_PER_SLOT, CameraFrames, DecodedFrames
+from feedline.episodes.stream.decoded import (
+    DECODE_AHEAD,
+    MAX_CURSORS_PER_SLOT,
+    CameraFrames,
+    DecodedFrames,
+)
 from feedline.episodes.video.frames import VideoFrameReader
 from feedline.episodes.video.minimp4 import MiniMp4, decode_span, fetch_span, plan_span
 from feedline.episodes.video.mp4.table import SampleTable
@@ -58,9 +63,16 @@ def test_first_frame_of_a_fresh_episode_decodes_its_gop_only(videos) -> None:
         late = ticks[len(ticks) * 3 // 4]
         camera, decoded = _camera(video)
         assert np.array_equal(camera.get([late])[0], frames[late]), path
-        # the GOP holding it (B-frame reordering may add the frames presented before it)
-        assert decoded.counters.decoded_frames <= _gop_of(table, frames, late) + 3, path
-        assert decoded.counters.decoded_frames < ticks.index(late) + 1, path
+        # the GOP holding it (B-frame reordering may add the frames presented before it), then
+        # the frames the decoder goes on to while it is at it
+        after = ticks[ticks.index(late) + 1 : ticks.index(late) + 1 + DECODE_AHEAD]
+        first = decoded.counters.decoded_frames
+        assert first <= _gop_of(table, frames, late) + 3 + len(after), path
+        assert first - len(after) < ticks.index(late) + 1, path
+        # those are kept: asking for them decodes nothing more
+        for tick, image in zip(after, camera.get(after), strict=True):
+            assert np.array_equal(image, frames[tick]), (path, tick)
+        assert decoded.counters.decoded_frames == first, path
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

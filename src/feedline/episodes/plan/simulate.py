@@ -33,6 +33,7 @@ from feedline.episodes.schedule.loader import loader_batches
 from feedline.episodes.schedule.plan import plan_shards_arrays
 from feedline.episodes.schedule.pool import fetch_order
 from feedline.episodes.schedule.slot import WorkerSlot
+from feedline.episodes.stream.decoded import DECODE_AHEAD
 
 __all__ = [
     "WorkerRun",
@@ -185,6 +186,15 @@ def decoded_peak(
                         if cam.uses[h] > 0 and held + size <= limit:
                             cam.kept[h] = True
                             held += size
+                    if decoded_now:  # the decoder goes on past g while there is room
+                        for h in cam.ahead(g):
+                            if held + size > limit:
+                                break
+                            cam.advance(h)
+                            counts["decoded"] += 1
+                            if cam.uses[h] > 0:
+                                cam.kept[h] = True
+                                held += size
                     if not cam.kept[g] and not decoded_now:  # dropped for the limit: its GOP again
                         counts["decoded"] += g - _keyframe(cam.keys, g) + 1
                         counts["over"] += 1
@@ -226,6 +236,7 @@ class _Camera:
         self.keys = keys
         self.a: list[int] | None = None  # [start, next frame]
         self.b: list[int] | None = None
+        self._last: list[int] = []  # the decoder that produced the last frame
         self.decoders = 0
 
     def produce(self, g: int) -> tuple[int, range]:
@@ -248,7 +259,17 @@ class _Camera:
             return opened, range(0)
         done = range(cursor[1], g + 1)
         cursor[1] = g + 1
+        self._last = cursor
         return opened, done
+
+    def ahead(self, g: int) -> range:
+        """The frames the decoder that just produced ``g`` goes on to (``DECODE_AHEAD``): never
+        past the episode, nor, for the decoder filling frames before the first, into them."""
+        end = len(self.uses) if self._last is self.a or self.a is None else self.a[0]
+        return range(g + 1, min(g + 1 + DECODE_AHEAD, end))
+
+    def advance(self, h: int) -> None:
+        self._last[1] = h + 1
 
 
 def _keyframe(keys: np.ndarray | None, frame: int) -> int:
