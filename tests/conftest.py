@@ -44,3 +44,12 @@ def s3_server() -> Iterator[S3Server]:
 def fault_proxy(nginx_server: NginxServer) -> Iterator[FaultProxy]:
     with run_fault_proxy(nginx_server.url) as proxy:
         yield proxy
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """One local Ray for a test module: one CPU, no dashboard, no driver log."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'feedline[ray]')")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()

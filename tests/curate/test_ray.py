@@ -12,14 +12,7 @@ from feedline.curate.runtime import TagJob
 
 from .helpers import make_corpus, tree_bytes, write_jsonl
 
-ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'feedline[ray]')")
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
+pytest.importorskip("ray", reason="Ray is not installed (pip install 'feedline[ray]')")
 
 
 def test_ray_executor_gives_identical_outputs(tmp_path, local_ray):

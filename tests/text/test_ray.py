@@ -11,14 +11,7 @@ from feedline.text.tokenizer import load_tokenizer
 from tests.crash import tree
 from tests.text.helpers import write_corpus
 
-ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'feedline[ray]')")
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
+pytest.importorskip("ray", reason="Ray is not installed (pip install 'feedline[ray]')")
 
 
 def test_ray_executor_gives_the_local_files_and_resumes(tmp_path, tokenizer_path, local_ray):
