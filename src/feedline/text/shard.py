@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from feedline.curate.task import TaskResult
 from feedline.run.markers import DoneMarker, params_digest
 from feedline.run.retry import pause_before_retry
 from feedline.text.errors import DocumentError, RetryableTextFailure, TextError
@@ -81,18 +82,11 @@ class ShardTask:
 
 
 @dataclass
-class ShardResult:
-    source: str
-    ok: bool
-    name: str = ""
-    documents: int = 0
-    tokens: int = 0
-    attempts: int = 1
-    error: str = ""
-    seconds: float = 0.0
+class ShardResult(TaskResult):
+    """A tagging task's result, plus the shard's output name and its token count."""
 
-    def describe(self) -> str:
-        return self.error if self.error.startswith(self.source) else f"{self.source}: {self.error}"
+    name: str = ""
+    tokens: int = 0
 
 
 _BUILT: dict[str, Any] = {}
@@ -188,16 +182,16 @@ def run_shard(task: ShardTask, job: TokenizeJob, retries: int,
             documents, tokens = tokenize_shard(task, job, progress)
             task.done_marker(job).write(source=task.source, name=task.name, documents=documents,
                                         tokens=tokens)
-            return ShardResult(task.source, True, task.name, documents, tokens, attempts,
+            return ShardResult(task.source, True, documents, attempts, name=task.name, tokens=tokens,
                                seconds=time.monotonic() - started)
         except RetryableTextFailure as exc:
             if attempts > retries:
-                return ShardResult(task.source, False, task.name, attempts=attempts,
+                return ShardResult(task.source, False, name=task.name, attempts=attempts,
                                    error=f"{exc} (after {attempts} attempts)")
             log.warning("%s: retrying after: %s", task.source, exc)
             pause_before_retry(attempts - 1)
         except TextError as exc:
-            return ShardResult(task.source, False, task.name, attempts=attempts, error=str(exc))
+            return ShardResult(task.source, False, name=task.name, attempts=attempts, error=str(exc))
         except Exception as exc:  # a bug or a library failure: reported with the file name
-            return ShardResult(task.source, False, task.name, attempts=attempts,
+            return ShardResult(task.source, False, name=task.name, attempts=attempts,
                                error=f"{type(exc).__name__}: {exc}")

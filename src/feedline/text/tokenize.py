@@ -130,7 +130,7 @@ def _run_local(tasks: list[ShardTask], job: TokenizeJob, retries: int, processes
 def _run_ray(tasks: list[ShardTask], job: TokenizeJob, retries: int, address: str | None,
              progress: Progress) -> ShardResult | None:
     def failed(index: int, exc: Exception) -> ShardResult:
-        return ShardResult(tasks[index].source, False, tasks[index].name,
+        return ShardResult(tasks[index].source, False, name=tasks[index].name,
                            error=f"Ray task failed: {type(exc).__name__}: {exc}")
 
     with ray_session(address, shutdown=False, error=TextError) as ray:
@@ -202,7 +202,8 @@ def run_tokenize(
             marker = task.done_marker(job).read()
             if marker is None:
                 raise TextError(f"{task.source}: finished without its done marker {task.marker}")
-            result = ShardResult(task.source, True, task.name, int(marker["documents"]), int(marker["tokens"]))
+            result = ShardResult(task.source, True, int(marker["documents"]), name=task.name,
+                                 tokens=int(marker["tokens"]))
             report.processed.append(result)
             records[task.name] = ShardRecord(task.name, redact_text(task.source), result.documents, result.tokens)
     ordered = [records[t.name] for t in tasks]
