@@ -300,7 +300,8 @@ class EpisodePool(Stateful):
 
     @property
     def admission(self) -> np.ndarray:
-        """The episodes in the order their payloads must be fetched (the admission order)."""
+        """The episodes in the order the pool admits them (a worker fetches them in the order of
+        their first anchor instead: :func:`fetch_order`)."""
         return self.episodes
 
     @property

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from feedline.episodes.errors import StreamingError
-from feedline.episodes.schedule.pool import EpisodePool, fetch_order
+from feedline.episodes.schedule.pool import EpisodePool
 
 __all__ = ["StratifiedPool", "split_share", "stratified_quotas"]
 
@@ -78,7 +78,7 @@ def split_share(total: int, weights: Sequence[int]) -> list[int]:
 
 class StratifiedPool:
     """One worker's anchors of a stratified mixture (the :class:`EpisodePool` interface the
-    reader and the resume replay use: ``take``, ``skip``, ``admission``, counts).
+    reader and the resume replay use: ``take``, ``skip``, counts).
 
     Args:
         pools: the worker's pool of each source that has units in it, in source order.
@@ -103,12 +103,6 @@ class StratifiedPool:
             eps[at], frames[at] = pool.take(pool.anchors_remaining)
         self._eps, self._frames = eps, frames
         self._yielded = 0
-        self._admission = fetch_order(eps)
-
-    @property
-    def admission(self) -> np.ndarray:
-        """Units in the order of their first anchor: the fetch order (see the module docstring)."""
-        return self._admission
 
     @property
     def resident_limit(self) -> int:

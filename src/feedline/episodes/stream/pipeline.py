@@ -144,8 +144,8 @@ class EpisodePipeline(Stateful):
         # the first sample's wait on a large worker share
         backwards = self._anchors[0][::-1]
         distinct, first_backwards = np.unique(backwards, return_index=True)
-        self._last = dict(zip(distinct.tolist(), (len(backwards) - 1 - first_backwards).tolist(), strict=True))
-        last = self._last
+        self._last = last = dict(zip(distinct.tolist(), (len(backwards) - 1 - first_backwards).tolist(),
+                                     strict=True))
         # per-sample decode counts are for the decode threads only (see _next_inline)
         self._undecoded = self._count_undecoded(0) if decode_threads else {}
         self._live: dict[int, Any] = {}  # fetched payloads whose decodes have not all ended
@@ -273,11 +273,16 @@ class EpisodePipeline(Stateful):
                     self._live.pop(ep, None)
                 self._close_payload(payload)
         if last:
-            self.cache.release(ep)
-            del self._payloads[ep]
-            self.metrics.outside_fetches += int(getattr(payload, "outside_fetches", 0))
+            self._served(ep, payload)
         self._next = i + 1
         return sample
+
+    def _served(self, ep: int, payload: Any) -> None:
+        """``ep``'s last anchor was submitted: its bytes go back to the cache (once its decodes
+        end) and the consumer lets go of its payload."""
+        self.cache.release(ep)
+        del self._payloads[ep]
+        self.metrics.outside_fetches += int(getattr(payload, "outside_fetches", 0))
 
     @staticmethod
     def _close_payload(payload: Any) -> None:
@@ -319,9 +324,7 @@ class EpisodePipeline(Stateful):
             self.cache.begin_decode(ep)
             self._buffer.append(self._decode_pool.submit(self._decode_one, ep, payload, frame))
             if self._last[ep] == self._next:
-                self.cache.release(ep)  # bytes return once its submitted decodes end
-                del self._payloads[ep]
-                self.metrics.outside_fetches += int(getattr(payload, "outside_fetches", 0))
+                self._served(ep, payload)
             self._next += 1
 
     # ---- iteration -------------------------------------------------------------------------
