@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from feedline.curate.errors import CurateError, RetryableFailure
 from feedline.curate.runtime import FileTagger, TagJob
@@ -20,6 +21,8 @@ from feedline.run.markers import DoneMarker, params_digest
 from feedline.run.retry import pause_before_retry
 
 log = logging.getLogger("feedline.curate")
+
+R = TypeVar("R", bound="TaskResult")
 MARKER_SUFFIX = ".done"
 
 
@@ -68,22 +71,43 @@ def run_task(task: Task, job: TagJob, retries: int, progress: Callable[[int], No
     Never raises for a failure of the file itself: the result carries the error, so every
     executor (in-process, spawn pool, Ray) reports failures the same way.
     """
+
+    def tag() -> dict[str, Any]:
+        documents = _tagger_for(job).tag_file(task.source, task.base, progress)
+        done_marker(task, job).write(source=task.source, documents=documents)
+        return {"documents": documents}
+
+    return attempt_task(task.source, tag, retries, retryable=RetryableFailure, known=CurateError)
+
+
+def attempt_task(
+    source: str, work: Callable[[], dict[str, Any]], retries: int, *,
+    retryable: type[Exception], known: type[Exception], result: type[R] = TaskResult,  # type: ignore[assignment]
+    logger: logging.Logger = log, **fields: Any,
+) -> R:
+    """``work()`` (which returns the result's fields on success) with up to ``retries`` retries
+    on ``retryable``; a ``known`` error is the result's error as it is, any other carries its
+    type. Never raises for a failure of the file itself, so every executor (in-process, spawn
+    pool, Ray) reports failures the same way. ``fields`` go into every result."""
     started = time.monotonic()
     attempts = 0
     while True:
         attempts += 1
         try:
-            documents = _tagger_for(job).tag_file(task.source, task.base, progress)
-            done_marker(task, job).write(source=task.source, documents=documents)
-            return TaskResult(task.source, True, documents, attempts, seconds=time.monotonic() - started)
-        except RetryableFailure as exc:
+            done = work()
+            return result(source, True, attempts=attempts, seconds=time.monotonic() - started,
+                          **fields, **done)
+        except retryable as exc:
             if attempts > retries:
-                return TaskResult(task.source, False, 0, attempts, f"{exc} (after {attempts} attempts)",
-                                  time.monotonic() - started)
-            log.warning("%s: retrying after: %s", task.source, exc)
+                error = f"{exc} (after {attempts} attempts)"
+                break
+            logger.warning("%s: retrying after: %s", source, exc)
             pause_before_retry(attempts - 1)  # jittered: workers that failed together spread out
-        except CurateError as exc:
-            return TaskResult(task.source, False, 0, attempts, str(exc), time.monotonic() - started)
-        except Exception as exc:  # a bug in a tagger or reader: report it with the file name
-            return TaskResult(task.source, False, 0, attempts, f"{type(exc).__name__}: {exc}",
-                              time.monotonic() - started)
+        except known as exc:
+            error = str(exc)
+            break
+        except Exception as exc:  # a bug in a tagger, tokenizer or reader: with the file name
+            error = f"{type(exc).__name__}: {exc}"
+            break
+    return result(source, False, attempts=attempts, error=error, seconds=time.monotonic() - started,
+                  **fields)

@@ -15,7 +15,6 @@ appear together, after its last document, or not at all.
 from __future__ import annotations
 
 import logging
-import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,9 +23,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from feedline.curate.task import TaskResult
+from feedline.curate.task import TaskResult, attempt_task
 from feedline.run.markers import DoneMarker, params_digest
-from feedline.run.retry import pause_before_retry
 from feedline.text.errors import DocumentError, RetryableTextFailure, TextError
 from feedline.text.layout import ShardWriter
 from feedline.text.tokenizer import TextTokenizer, encode_documents
@@ -174,24 +172,12 @@ def tokenize_shard(task: ShardTask, job: TokenizeJob, progress: Callable[[int], 
 def run_shard(task: ShardTask, job: TokenizeJob, retries: int,
               progress: Callable[[int], None] | None = None) -> ShardResult:
     """Tokenize one shard with retries on :class:`RetryableTextFailure`, then write its marker."""
-    started = time.monotonic()
-    attempts = 0
-    while True:
-        attempts += 1
-        try:
-            documents, tokens = tokenize_shard(task, job, progress)
-            task.done_marker(job).write(source=task.source, name=task.name, documents=documents,
-                                        tokens=tokens)
-            return ShardResult(task.source, True, documents, attempts, name=task.name, tokens=tokens,
-                               seconds=time.monotonic() - started)
-        except RetryableTextFailure as exc:
-            if attempts > retries:
-                return ShardResult(task.source, False, name=task.name, attempts=attempts,
-                                   error=f"{exc} (after {attempts} attempts)")
-            log.warning("%s: retrying after: %s", task.source, exc)
-            pause_before_retry(attempts - 1)
-        except TextError as exc:
-            return ShardResult(task.source, False, name=task.name, attempts=attempts, error=str(exc))
-        except Exception as exc:  # a bug or a library failure: reported with the file name
-            return ShardResult(task.source, False, name=task.name, attempts=attempts,
-                               error=f"{type(exc).__name__}: {exc}")
+
+    def tokenize() -> dict[str, Any]:
+        documents, tokens = tokenize_shard(task, job, progress)
+        task.done_marker(job).write(source=task.source, name=task.name, documents=documents,
+                                    tokens=tokens)
+        return {"documents": documents, "tokens": tokens}
+
+    return attempt_task(task.source, tokenize, retries, retryable=RetryableTextFailure, known=TextError,
+                        result=ShardResult, logger=log, name=task.name)
