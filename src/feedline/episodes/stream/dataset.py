@@ -251,11 +251,6 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
         return self.feed.units
 
     @property
-    def data_world_size(self) -> int:
-        """Data-parallel groups (``world_size // replication``): the world the plan deals to."""
-        return self.slot.data_world_size
-
-    @property
     def rank_budget_bytes(self) -> int:
         """``byte_budget_gb`` in bytes: the budget of this rank, shared by its workers."""
         return self.settings.byte_budget_bytes

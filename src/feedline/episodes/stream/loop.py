@@ -95,6 +95,11 @@ class TrackedReader(Stateful):
         plan, the pools and the checkpoint count."""
         return self.slot.data_rank
 
+    @property
+    def data_world_size(self) -> int:
+        """Data-parallel groups (``world_size // replication``): the world the plan deals to."""
+        return self.slot.data_world_size
+
     def worker_pipeline(
         self, position: ResumePosition, num_workers: int, worker_id: int
     ) -> EpisodePipeline | None:
