@@ -20,6 +20,15 @@ def test_json_prediction(plan_dataset) -> None:
     rank = plan["ranks"][0]
     assert rank["samples"] == sum(LENGTHS) and len(rank["workers"]) == 2
     assert rank["samples_per_s"]["fetch_bound"] > 0
+    runs = plan["measured"]["pipeline"]["runs"]
+    assert [r["per_worker"] for r in runs] == [2, 5]  # 10 episodes: 8 per worker do not exist
+
+
+def test_no_calibration_reads_only_the_decode_sample(plan_dataset) -> None:
+    proc = run_feedline("plan", str(plan_dataset.root), "--json", "--no-calibration", check=True)
+    plan = json.loads(proc.stdout)
+    assert plan["measured"]["pipeline"] is None
+    assert plan["ranks"][0]["samples_per_s"]["decode_bound"] > 0
 
 
 def test_measure_prints_both_columns(plan_dataset) -> None:
@@ -27,6 +36,7 @@ def test_measure_prints_both_columns(plan_dataset) -> None:
                         "--delta-timestamps", json.dumps(WINDOW), "--measure", "30", check=True)
     assert "predicted" in proc.stdout and "measured/predicted" in proc.stdout
     assert "episodes per batch" in proc.stdout and "of payload" in proc.stdout
+    assert "calibrated on real runs of 2 and 8 episodes per worker" in proc.stdout
 
 
 @pytest.mark.parametrize(("args", "says"), [

@@ -1,7 +1,8 @@
 """``feedline plan ROOT``: will these settings keep the GPU fed, within memory, with diverse batches?
 
-Predicts per rank and worker, from the sidecar index, the metadata and the settings (no payload
-read but a few GOPs decoded to measure this machine's decode speed, whose bytes it prints):
+Predicts per rank and worker, from the sidecar index, the metadata and the settings, and from
+this machine's costs (a few GOPs decoded, and two short real runs on 2 and 8 episodes per
+worker; it prints the bytes they read, and ``--no-calibration`` skips the runs):
 payload, decoded-frame and PSS peaks; bytes per epoch and fetched per needed; time to first
 batch; samples/s bounds from decode and, with ``--link``, from fetch; batch diversity for the
 chosen strategy and for an ideal shuffle. The reader's settings take the flags of
@@ -54,6 +55,9 @@ def register(subparsers: Any) -> None:
                         help="also run the reader this long and print measured beside predicted")
     parser.add_argument("--report", metavar="DIR", help="write DIR/report.html of a measured run")
     parser.add_argument("--trace", metavar="FILE", help="write a Perfetto (Chrome JSON) trace of it")
+    parser.add_argument("--no-calibration", action="store_true",
+                        help="skip the two short real runs on a few episodes (docs/plan.md): read "
+                        "only a few GOPs; samples/s, first batch and PSS then miss by 2-3x")
     parser.add_argument("--json", action="store_true", help="print the prediction as JSON")
     for row in _settings_rows():
         parser.add_argument(row.flag, dest=f"setting_{row.keyword}", type=setting_parser(row),
@@ -99,7 +103,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         dataset = _dataset(args)
         plan = predict(dataset, world_size=args.world_size, num_workers=args.workers,
                        batch_size=args.batch_size, drop_last=args.drop_last, link=link,
-                       cores=args.cores)
+                       cores=args.cores, pipeline=not args.no_calibration)
     except StreamingError as exc:
         raise type(exc)(cli_message(exc)) from None
     seconds = args.measure

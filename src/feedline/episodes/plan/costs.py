@@ -25,9 +25,11 @@ __all__ = [
     "Link",
     "UnitFacts",
     "measure_decode",
+    "measure_decoder_bytes",
     "measure_worker_start",
     "parse_link",
     "pss_of",
+    "sample_units",
     "unit_facts",
 ]
 
@@ -167,6 +169,7 @@ class DecodeCost:
         samples: samples measured.
         bytes_read: payload bytes read to measure (the only payload ``feedline plan`` reads).
         episodes: the units measured.
+        fetch_s: wall seconds of one fetch (median): the Parquet rows and the cut mini-MP4s.
     """
 
     per_sample_s: float
@@ -176,15 +179,38 @@ class DecodeCost:
     samples: int
     bytes_read: int
     episodes: list[int]
+    fetch_s: float = 0.0
 
 
-def _sample_units(dataset: Any, count: int) -> list[int]:
+def sample_units(dataset: Any, count: int) -> list[int]:
     """``count`` units of median length (one per source first, for a mixture)."""
     lengths = dataset.feed.epoch_lengths(0)
     units = sorted(lengths, key=lambda u: lengths[u])
     middle = len(units) // 2
     picked = units[max(0, middle - count // 2): middle - count // 2 + count]
     return picked or units[:count]
+
+
+def _cut_payload(dataset: Any, unit: int, frames: int, decoded: DecodedFrames) -> tuple[Any, Any, int]:
+    """``unit``'s payload fetched as a mini-MP4 cut to its first ``frames`` frames (a few GOPs),
+    its source, and how many of its samples that cut can assemble."""
+    source, episode = _locate(dataset, unit)
+    reader = source.reader
+    spans: EpisodeSpans = source.spans[episode]
+    table = reader.episode_table
+    i = spans.position
+    n = min(int(table.length[i]), frames)
+    video = {}
+    for key, paths in table.video_path.items():
+        t0 = float(table.from_timestamp[key][i])
+        video[key] = tuple(reader.frame_reader().span_plans(
+            paths[i], t0, t0 + (n - 1) / reader.fps, reader.tolerance_s))
+    payload = fetch_episode(reader.store, reader.frame_reader(), table,
+                            replace(spans, video=video), source.parquet_footers,
+                            decoded=decoded, tolerance_s=reader.tolerance_s)
+    future = max([0] + [int(np.max(v)) for k, v in (reader.delta_indices or {}).items()
+                        if k in table.video_path])
+    return payload, source, max(1, n - future)
 
 
 def measure_decode(
@@ -198,32 +224,17 @@ def measure_decode(
 
     per: list[float] = []
     first: list[float] = []
+    fetch: list[float] = []
     samples: list[dict[str, Any]] = []
     read = 0
-    units = _sample_units(dataset, episodes)
+    units = sample_units(dataset, episodes)
     for unit in units:
-        source, episode = _locate(dataset, unit)
-        reader = source.reader
-        spans: EpisodeSpans = source.spans[episode]
-        table = reader.episode_table
-        i = spans.position
-        length = int(table.length[i])
-        n = min(length, frames)
-        video = {}
-        for key, paths in table.video_path.items():
-            t0 = float(table.from_timestamp[key][i])
-            video[key] = tuple(reader.frame_reader().span_plans(
-                paths[i], t0, t0 + (n - 1) / reader.fps, reader.tolerance_s))
-        cut = replace(spans, video=video)
-        decoded = DecodedFrames(2**34, 64)
-        payload = fetch_episode(reader.store, reader.frame_reader(), table, cut,
-                                source.parquet_footers, decoded=decoded,
-                                tolerance_s=reader.tolerance_s)
+        started = time.perf_counter()
+        payload, source, count = _cut_payload(dataset, unit, frames, DecodedFrames(2**34, 64))
+        fetch.append(time.perf_counter() - started)
         read += payload.fetched_bytes
-        future = max([0] + [int(np.max(v)) for k, v in (reader.delta_indices or {}).items()
-                            if k in table.video_path])
         try:
-            for frame in range(max(1, n - future)):
+            for frame in range(count):
                 started = time.perf_counter()
                 sample = payload.sample(source.decode_spec, frame)
                 (first if frame == 0 else per).append(time.perf_counter() - started)
@@ -245,12 +256,57 @@ def measure_decode(
                     value.share_memory_()
         rounds.append(time.perf_counter() - started)
     collate_s = float(np.median(rounds)) / batch_size
-    sample_bytes = sum(v.nbytes for v in samples[0].values() if hasattr(v, "nbytes"))
+    sample_bytes = _nbytes(samples[0])
     # the mean, not the median: a decoder goes on past the frame asked for (DECODE_AHEAD), so
     # most samples find their frames decoded and one in several pays for a run of decodes
     per_sample = float(np.mean(per)) if per else float(np.median(first))
     return DecodeCost(per_sample, float(np.median(first)), collate_s, int(sample_bytes),
-                      len(per) + len(first), int(read), [int(u) for u in units])
+                      len(per) + len(first), int(read), [int(u) for u in units],
+                      float(np.median(fetch)))
+
+
+def _nbytes(sample: Mapping[str, Any]) -> int:
+    return int(sum(v.nbytes for v in sample.values() if hasattr(v, "nbytes")))
+
+
+class _DecoderProbe:
+    """An IterableDataset whose one worker opens decoders on cut payloads (a fresh process, as
+    a DataLoader worker is) and reports the PSS each adds beyond the frames it kept."""
+
+    def __init__(self, dataset: Any, units: list[int], frames: int) -> None:
+        self.dataset, self.units, self.frames = dataset, units, frames
+
+    def __iter__(self) -> Iterator[dict[str, float]]:
+        decoded = DecodedFrames(2**34, 4096)
+        payloads = [_cut_payload(self.dataset, u, self.frames, decoded) for u in self.units]
+        half = len(payloads) // 2
+        try:
+            samples = [payload.sample(source.decode_spec, 0) for payload, source, _ in payloads[:half]]
+            gc.collect()  # the first half pays the codecs' one-time setup; the second is timed
+            before, opened = pss_of(), decoded.open_decoders
+            held = decoded.counters.decoded_bytes
+            samples += [payload.sample(source.decode_spec, 0) for payload, source, _ in payloads[half:]]
+            gc.collect()
+            grown = (pss_of() - before - (decoded.counters.decoded_bytes - held)
+                     - sum(map(_nbytes, samples[half:])))
+            opened = decoded.open_decoders - opened
+            yield {"per_decoder": max(0, grown) / opened if before and opened else 0.0}
+        finally:
+            for payload, _, _ in payloads:
+                payload.close()
+
+
+def measure_decoder_bytes(dataset: Any, *, episodes: int = 16, frames: int = 12) -> int:
+    """PSS one open decoder adds in a fresh DataLoader worker (its codec context, reference
+    frames and buffer pools, beyond the frames the reader keeps): over the decoders opened on
+    the second half of ``episodes`` payloads cut to ``frames`` frames, once the first half has
+    paid the codecs' one-time setup; 0 where ``/proc`` does not say."""
+    from torch.utils.data import DataLoader, IterableDataset
+
+    probe = type("DecoderProbe", (_DecoderProbe, IterableDataset), {})(
+        dataset, sample_units(dataset, episodes), frames)
+    items = list(DataLoader(probe, batch_size=None, num_workers=1))
+    return int(items[0]["per_decoder"]) if items else 0
 
 
 class _Probe:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from feedline.episodes.errors import ForecastError
+from feedline.episodes.plan.calibrate import PipelineCost, measure_pipeline
 from feedline.episodes.plan.costs import (
     DecodeCost,
     Link,
@@ -61,6 +62,7 @@ def predict(
     dataset: Any, *, world_size: int = 1, num_workers: int = 2, batch_size: int = 8,
     drop_last: bool = False, link: Link | None = None, cores: int | None = None,
     decode: DecodeCost | None = None, max_ranks: int = 8,
+    pipeline: PipelineCost | None | bool = True,
 ) -> dict[str, Any]:
     """Everything ``feedline plan`` predicts for ``dataset`` under a topology (module docstring).
 
@@ -68,7 +70,9 @@ def predict(
     settings, sizes, plan and pools are used; nothing is fetched but the decode sample);
     ``link``: the store's link per rank (``None``: fetch is not modelled, as for a local
     folder); ``cores``: CPUs per rank (default: this machine's); ``decode``: a measured
-    :class:`DecodeCost` (default: measured now); ``max_ranks``: ranks simulated (the first ones).
+    :class:`DecodeCost` (default: measured now); ``max_ranks``: ranks simulated (the first ones);
+    ``pipeline``: the calibration runs (:mod:`.calibrate`; ``True``: run them now, ``False``:
+    none, and samples/s, first batch and PSS come from the decode sample alone).
     """
     if batch_size < 1 or num_workers < 0 or world_size < 1:
         raise ForecastError("--batch-size and --world-size must be >= 1, --workers >= 0")
@@ -77,6 +81,9 @@ def predict(
     cores = _cores(cores)
     decode = decode or measure_decode(dataset, batch_size=batch_size, shared=num_workers > 0)
     start_s, base_pss = measure_worker_start(num_workers)
+    if pipeline is True:
+        pipeline = measure_pipeline(dataset, num_workers=num_workers, batch_size=batch_size)
+    calibrated = pipeline if isinstance(pipeline, PipelineCost) else None
     world = world_size // settings.replication
     ranks = list(range(min(world, max_ranks)))
     runs = worker_runs(dataset, world_size=world_size, num_workers=num_workers,
@@ -99,9 +106,12 @@ def predict(
             # the reader closes the least recently used decoders past its share
             memory["peak_decoders"] = min(memory["peak_decoders"],
                                           slot.share(dataset.decoders_per_rank))
-            decoder_bytes = memory["peak_decoders"] * DECODER_FRAMES * max(frame_bytes.values(), default=0)
             payload = int(reserved.max()) if reserved.size else 0
-            pss = base_pss + payload + memory["peak_bytes"] + decoder_bytes + queue_bytes
+            if calibrated is not None:  # a running worker's floor and its decoders, measured
+                pss = payload + memory["peak_bytes"] + calibrated.extra_bytes_at(memory["peak_decoders"])
+            else:
+                decoder_bytes = memory["peak_decoders"] * DECODER_FRAMES * max(frame_bytes.values(), default=0)
+                pss = base_pss + payload + memory["peak_bytes"] + decoder_bytes + queue_bytes
             units = run.admission.tolist()
             workers.append({
                 "worker": run.worker, "episodes": len(units), "samples": run.anchors,
@@ -120,7 +130,8 @@ def predict(
                     {"worker": run.worker, "anchor": [a for a, _ in memory["trace"]],
                      "bytes": [b for _, b in memory["trace"]]})
         out_ranks.append(_rank(dataset, rank, mine, workers, facts, decode, link, cores,
-                               settings, batch_size, drop_last, num_workers, start_s, curves))
+                               settings, batch_size, drop_last, num_workers, start_s, curves,
+                               calibrated))
     return {
         "format": "feedline-plan", "version": PLAN_VERSION, "root": _root(dataset),
         "topology": {"world_size": world_size, "num_workers": num_workers,
@@ -129,7 +140,8 @@ def predict(
         "link": None if link is None else asdict(link),
         "settings": {k: v for k, v in asdict(settings).items()},
         "measured": {"decode": asdict(decode), "worker_start_s": start_s,
-                     "worker_base_pss_bytes": base_pss},
+                     "worker_base_pss_bytes": base_pss,
+                     "pipeline": None if calibrated is None else calibrated.as_dict()},
         "ranks": out_ranks, "curves": curves,
     }
 
@@ -145,6 +157,7 @@ def _rank(
     dataset: Any, rank: int, runs: list[Any], workers: list[dict[str, Any]], facts: Any,
     decode: DecodeCost, link: Link | None, cores: int, settings: Any, batch_size: int,
     drop_last: bool, num_workers: int, start_s: float, curves: dict[str, Any],
+    calibrated: PipelineCost | None = None,
 ) -> dict[str, Any]:
     units = [int(u) for r in runs for u in r.admission.tolist()]
     samples = sum(r.anchors for r in runs)
@@ -152,11 +165,25 @@ def _rank(
     needed = sum(facts.needed[u] for u in units)
     parts = max(1, len(runs))
     # decode: each episode's first sample costs a keyframe start; then one frame per camera
-    per_sample = decode.per_sample_s + (decode.first_sample_s - decode.per_sample_s) * len(units) / max(1, samples)
+    premium = decode.first_sample_s - decode.per_sample_s
+    per_sample = decode.per_sample_s + premium * len(units) / max(1, samples)
     cpu = per_sample + decode.collate_s
     threads = parts * settings.decode_threads
-    decode_bound = min(cores / cpu, threads / per_sample,
-                       parts / decode.collate_s if decode.collate_s > 0 else float("inf"))
+    bounds = {"cpu": cores / cpu, "decode threads": threads / per_sample,
+              "worker thread": parts / decode.collate_s if decode.collate_s > 0 else float("inf")}
+    # the episodes a worker holds at once, and fetches at once before its first batch
+    resident = float(np.mean([min(r.admission.size, r.max_episodes) for r in runs])) if runs else 1.0
+    if calibrated is not None:  # the real pipeline's CPU per sample at this working set
+        big = calibrated.runs[-1]
+        cpu = calibrated.cpu_at(resident) + premium * (len(units) / max(1, samples)
+                                                      - big.episodes_per_sample)
+        grow = cpu / big.cpu_s
+        bounds = {"cpu": big.busy * cores / cpu,
+                  "decode threads": threads / (big.threads_s * grow) if big.threads_s else float("inf"),
+                  "worker thread": parts / (big.serial_s * grow) if big.serial_s else float("inf"),
+                  "training process": 1 / (big.loop_s * grow) if big.loop_s else float("inf")}
+    decode_bound = min(bounds.values())
+    limit = min(bounds, key=lambda k: bounds[k])
     fetch_bound = None
     first_fetch = 0.0
     if link is not None and units:
@@ -175,7 +202,12 @@ def _rank(
         first_fetch = rounds * (facts.requests[int(first.admission[0])] * link.latency_s) + ahead / link.bandwidth
     first = runs[0] if runs else None
     first_batch = start_s + first_fetch
-    if first is not None:
+    if calibrated is not None and first is not None:  # measured at two widths (start included)
+        distinct = len(set(first.episodes[:batch_size].tolist()))
+        first_batch = calibrated.first_batch_at(
+            resident, min(float(distinct), resident), decode.fetch_s, decode.first_sample_s,
+            cores / parts) + first_fetch
+    elif first is not None:
         distinct = len(set(first.episodes[:batch_size].tolist()))
         work = distinct * decode.first_sample_s + (min(batch_size, first.anchors) - distinct) * decode.per_sample_s
         first_batch += work / max(1.0, min(settings.decode_threads, cores / parts)) + decode.collate_s * batch_size
@@ -208,7 +240,9 @@ def _rank(
         "samples_per_s": {"decode_bound": round(decode_bound, 1),
                           "fetch_bound": None if fetch_bound is None else round(fetch_bound, 1),
                           "predicted": round(bound, 1),
-                          "limited_by": "decode" if fetch_bound is None or decode_bound <= fetch_bound else "fetch"},
+                          "limited_by": "decode" if fetch_bound is None or decode_bound <= fetch_bound else "fetch",
+                          "decode_limited_by": limit,
+                          "cpu_per_sample_s": cpu, "resident_per_worker": resident},
         "epoch_s": round(samples / bound, 1) if bound else None,
         "diversity": {"actual": actual.as_dict(), "ideal": ideal.as_dict()},
         "workers": workers,
@@ -232,6 +266,18 @@ def render(plan: dict[str, Any]) -> str:
         f"payload; a worker starts in {plan['measured']['worker_start_s']:.2f} s at "
         f"{human_bytes(plan['measured']['worker_base_pss_bytes'])} PSS",
     ]
+    calibration = plan["measured"].get("pipeline")
+    if calibration:
+        runs = calibration["runs"]
+        lines.append(
+            "calibrated on real runs of " + " and ".join(str(r["per_worker"]) for r in runs)
+            + " episodes per worker: CPU per sample "
+            + ", ".join(f"{1e3 * r['cpu_s']:.2f} ms" for r in runs)
+            + "; first batch " + ", ".join(f"{r['first_batch_s']:.2f} s" for r in runs)
+            + f"; a worker holds {human_bytes(calibration['worker_floor_bytes'])} beyond its "
+            f"frames and payload, plus {human_bytes(calibration['per_decoder_bytes'])} per open "
+            f"decoder ({calibration['seconds']:.1f} s, reading "
+            f"{human_bytes(calibration['bytes_read'])} of payload)")
     for r in plan["ranks"]:
         rate = r["samples_per_s"]
         fetch = "-" if rate["fetch_bound"] is None else f"{rate['fetch_bound']:.0f}"
@@ -240,8 +286,8 @@ def render(plan: dict[str, Any]) -> str:
             f"rank {r['rank']}: {r['episodes']} episodes, {r['samples']} samples; "
             f"{human_bytes(r['bytes_fetched'])} fetched per epoch (x{ratio} the bytes its frames "
             f"need); first batch {r['first_batch_s']:.2f} s; samples/s: decode bound "
-            f"{rate['decode_bound']:.0f}, fetch bound {fetch} -> {rate['predicted']:.0f} "
-            f"({rate['limited_by']}), epoch {r['epoch_s']} s")
+            f"{rate['decode_bound']:.0f} ({rate.get('decode_limited_by', 'cpu')}), fetch bound "
+            f"{fetch} -> {rate['predicted']:.0f} ({rate['limited_by']}), epoch {r['epoch_s']} s")
         a, i = r["diversity"]["actual"], r["diversity"]["ideal"]
         lines.append(
             f"  diversity (this strategy / ideal shuffle): episodes per batch "

@@ -30,6 +30,7 @@ The dataset, its pool, tracker and pipeline share one checkpoint contract
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from collections.abc import Iterator, Mapping, Sequence
@@ -414,11 +415,15 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
     ) -> EpisodePipeline | None:
         """The pipeline DataLoader worker ``worker_id`` runs (None when the plan leaves it idle)."""
         due = self._remainder(position)  # None: every frame of one dataset once
+        lengths: Mapping[int, int] = self.episode_lengths if due is None else due.lengths
+        world, rank = self.data_world_size, self.data_rank
+        only = self.__dict__.get("_only")
+        if only is not None:  # a calibration run of `feedline plan`: these units, on this rank
+            lengths, world, rank = {u: lengths[u] for u in only}, 1, 0
         plan = plan_shards_arrays(
-            self.episode_lengths if due is None else due.lengths, world_size=self.data_world_size,
-            num_workers=num_workers, seed=self.seed, epoch=position.epoch,
-            groups=self.pool_maker.plan_groups,
-        ).parts[self.data_rank]
+            lengths, world_size=world, num_workers=num_workers, seed=self.seed,
+            epoch=position.epoch, groups=self.pool_maker.plan_groups,
+        ).parts[rank]
         part = position.part_for_worker(worker_id)
         if part >= len(plan):
             return None
@@ -455,6 +460,17 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
             decoded_queue_size=self.decoded_queue_size, finish=self._transform,
             decoded=decoded.counters,  # published with the pipeline's own metrics
         )
+
+    @contextlib.contextmanager
+    def only(self, units: Sequence[int]) -> Iterator[None]:
+        """While inside, a pass reads only ``units`` of the epoch (all on this rank, shared by its
+        workers as usual): ``feedline plan`` times a short real run on a few episodes. A pass
+        begun inside keeps the restriction (its workers were forked with it)."""
+        self.__dict__["_only"] = [int(u) for u in units]
+        try:
+            yield
+        finally:
+            self.__dict__.pop("_only", None)
 
     def _transform(self, item: dict[str, Any]) -> dict[str, Any]:
         if self.image_transforms is not None:
