@@ -140,3 +140,19 @@ def test_feedline_outage_s_sets_the_io_default(monkeypatch) -> None:
         monkeypatch.setenv("FEEDLINE_OUTAGE_S", bad)
         with pytest.raises(IoError, match=f"FEEDLINE_OUTAGE_S='{bad}': expected a number of seconds > 0"):
             default_retry()
+
+
+def test_a_last_attempt_clipped_by_the_deadline_names_the_failure_before_it() -> None:
+    # the server answers 503 until the deadline; the attempt begun in the last moment times out
+    # on the deadline itself, which says nothing of the store
+    deadline = time.monotonic() + 0.4
+
+    def fn() -> str:
+        if deadline - time.monotonic() < 0.05:
+            raise TransientError("read timed out after 0.01 s")
+        raise TransientError("HTTP 503 Service Unavailable")
+
+    policy = RetryPolicy(attempts=100, base_s=0.2, max_s=0.2, outage_s=0.4)
+    with pytest.raises(StoreUnavailableError, match="503") as info:
+        call_with_retries(fn, policy=policy, what="GET x")
+    assert "timed out" not in str(info.value)

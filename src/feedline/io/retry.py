@@ -192,6 +192,10 @@ def _cause(store: str, exc: BaseException) -> str:
     return rest if sep and ("://" in head or head.startswith(store)) else text
 
 
+#: An attempt begun with less time than this left is clipped by the deadline, not by the store.
+_CLIPPED_S = 0.25
+
+
 def call_with_retries(
     fn: Callable[[], T],
     *,
@@ -211,8 +215,10 @@ def call_with_retries(
     token = _DEADLINE.set(end if outer is None else min(end, outer))
     name = store or what
     rng: random.Random | None = None
+    previous: TransientError | None = None
     try:
         for attempt in range(policy.attempts):
+            before = min(end, outer if outer is not None else end) - time.monotonic()
             try:
                 result = fn()
             except TransientError as exc:
@@ -221,7 +227,11 @@ def call_with_retries(
                 failing = OUTAGES.failed(store, exc, policy.outage_s) if store else now - began
                 left = min(end, outer if outer is not None else end) - now
                 if attempt + 1 >= policy.attempts or left <= 0 or failing >= policy.outage_s:
-                    raise _gave_up(name, what, exc, now - began, attempt + 1, policy) from None
+                    # a last attempt begun with almost no time left times out on the deadline
+                    # itself: the failure worth naming is the one before it
+                    cause = previous if previous is not None and before < _CLIPPED_S else exc
+                    raise _gave_up(name, what, cause, now - began, attempt + 1, policy) from None
+                previous = exc
                 rng = rng or random.Random()
                 pause = min(policy.delay(attempt, rng), left)
                 log.debug("%s failed (%s); retry %d in %.2f s", what, exc, attempt + 1, pause)
