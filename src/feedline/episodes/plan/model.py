@@ -1,6 +1,6 @@
 """``feedline plan``'s predictions: per rank and worker, memory, bytes, first batch, samples/s
 bounds and batch diversity, from the simulated schedule (:mod:`.simulate`) and the measured
-costs (:mod:`.costs`). The arithmetic is spelled out in docs/plan.md; :func:`predict` returns a
+costs (:mod:`.costs`, :mod:`.calibrate`). The arithmetic is spelled out in docs/plan.md; :func:`predict` returns a
 JSON-ready dict (``format: feedline-plan``) that :func:`render` prints and the report draws.
 """
 
@@ -67,7 +67,8 @@ def predict(
     """Everything ``feedline plan`` predicts for ``dataset`` under a topology (module docstring).
 
     ``dataset``: a :class:`~feedline.episodes.stream.dataset.StreamingEpisodeDataset` (its
-    settings, sizes, plan and pools are used; nothing is fetched but the decode sample);
+    settings, sizes, plan and pools are used; nothing is fetched but the decode sample and the
+    calibration runs' few episodes);
     ``link``: the store's link per rank (``None``: fetch is not modelled, as for a local
     folder); ``cores``: CPUs per rank (default: this machine's); ``decode``: a measured
     :class:`DecodeCost` (default: measured now); ``max_ranks``: ranks simulated (the first ones);
@@ -171,7 +172,7 @@ def _rank(
     threads = parts * settings.decode_threads
     bounds = {"cpu": cores / cpu, "decode threads": threads / per_sample,
               "worker thread": parts / decode.collate_s if decode.collate_s > 0 else float("inf")}
-    # the episodes a worker holds at once, and fetches at once before its first batch
+    # the episodes a worker holds at once (all fetched as soon as the budget lets it)
     resident = float(np.mean([min(r.admission.size, r.max_episodes) for r in runs])) if runs else 1.0
     if calibrated is not None:  # the real pipeline's CPU per sample at this working set
         big = calibrated.runs[-1]
