@@ -1,7 +1,8 @@
 """``feedline plan``'s predictions: per rank and worker, memory, bytes, first batch, samples/s
 bounds and batch diversity, from the simulated schedule (:mod:`.simulate`) and the measured
-costs (:mod:`.costs`, :mod:`.calibrate`). The arithmetic is spelled out in docs/plan.md; :func:`predict` returns a
-JSON-ready dict (``format: feedline-plan``) that :func:`render` prints and the report draws.
+costs (:mod:`.costs`, :mod:`.calibrate`). The arithmetic is spelled out in docs/plan.md;
+:func:`predict` returns a JSON-ready dict (``format: feedline-plan``) that :func:`render` prints
+and the report draws.
 """
 
 from __future__ import annotations
