@@ -6,16 +6,18 @@ the batch and hands it to the training process through shared memory; the fetch 
 Parquet and cut mini-MP4s; the training process maps every batch it receives. On small frames
 these are most of a sample's price, and no one-thread decode sample sees them. A worker's memory
 is more than the bytes it holds, too: each open decoder keeps a codec context, reference frames
-and buffer pools (hundreds of KiB even at 96x128), and threads keep allocator arenas. A probe worker measures the first (:func:`~feedline.episodes.plan.costs.measure_decoder_bytes`).
+and buffer pools (hundreds of KiB even at 96x128; a probe worker measures it:
+:func:`~feedline.episodes.plan.costs.measure_decoder_bytes`), and threads keep allocator arenas.
 
 So the plan runs the real reader, with the run's workers and settings, through a real
 DataLoader, on ``k`` episodes of median length per worker, twice (``k = 2`` and ``k = 8``), each
 for at most a second or two, and reads every process's CPU time and PSS from ``/proc``. The two
 runs give each cost at two working-set sizes, and the plan extrapolates to the run's own: CPU
 per sample grows with the episodes a worker holds open (the decoders' state leaves the caches),
-about as the log of their number; PSS is the runs' floor plus the decoders; the first batch adds,
-to the larger run's, the CPU of the further episodes fetched and started before it. CPU time, unlike wall time, barely moves when other
-jobs share the cores, so the bound holds for the machine rather than for the moment measured.
+about as the log of their number; PSS is the runs' floor plus the decoders; the first batch
+adds, to the larger run's, the CPU of the further episodes fetched and started before it. CPU
+time, unlike wall time, barely moves when other jobs share the cores, so the bound holds for
+the machine rather than for the moment measured.
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ from typing import Any
 import numpy as np
 
 from feedline.episodes.errors import ForecastError
-from feedline.episodes.plan.costs import measure_decoder_bytes, pss_of, sample_units
+from feedline.episodes.plan.costs import (
+    measure_decoder_bytes,
+    pss_of,
+    sample_units,
+    training_loader,
+)
+from feedline.episodes.stream.batches import batch_len
 
 __all__ = ["PipelineCost", "RunCost", "cpu_seconds", "measure_pipeline", "measure_run"]
 
@@ -111,18 +119,14 @@ def _snapshot(workers: list[int]) -> tuple[float, ...] | None:
 
 def measure_run(
     dataset: Any, units: list[int], *, num_workers: int, batch_size: int, seconds: float = 1.5,
-    prefetch_factor: int = 4,
 ) -> RunCost | None:
     """Run ``dataset`` on ``units`` through a DataLoader like lerobot-train's for up to
     ``seconds`` after its first batch (or until the units are done). ``None`` where ``/proc``
     cannot be read (not Linux), or when nothing came after the first batch. The dataset's
     metrics are reset afterwards."""
-    from torch.utils.data import DataLoader
-
     if cpu_seconds(os.getpid()) is None:
         return None
-    extra = {"prefetch_factor": prefetch_factor} if num_workers else {}
-    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, **extra)
+    loader = training_loader(dataset, batch_size=batch_size, num_workers=num_workers)
     samples = batches = 0
     peak_pss: dict[int, int] = {}
     dataset.reset_metrics()
@@ -139,7 +143,7 @@ def measure_run(
             before, t0 = _snapshot(pids), time.monotonic()
             after = before
             for batch in iterator:
-                samples += _batch_len(batch)
+                samples += batch_len(batch)
                 batches += 1
                 after = _snapshot(pids)  # while the workers live
                 if batches % 4 == 1:
@@ -246,10 +250,3 @@ def measure_pipeline(
     per_decoder = float(measure_decoder_bytes(dataset))
     return PipelineCost(runs, per_decoder, time.monotonic() - started)
 
-
-def _batch_len(batch: Any) -> int:
-    if isinstance(batch, dict):
-        for value in batch.values():
-            if hasattr(value, "shape") and len(value.shape):
-                return int(value.shape[0])
-    return 1

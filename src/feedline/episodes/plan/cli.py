@@ -56,8 +56,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--report", metavar="DIR", help="write DIR/report.html of a measured run")
     parser.add_argument("--trace", metavar="FILE", help="write a Perfetto (Chrome JSON) trace of it")
     parser.add_argument("--no-calibration", action="store_true",
-                        help="skip the two short real runs on a few episodes (docs/plan.md): read "
-                        "only a few GOPs; samples/s, first batch and PSS then miss by 2-3x")
+                        help="skip the two short real runs on a few episodes (docs/plan.md) and "
+                        "read only a few GOPs; samples/s, first batch and PSS then come from a "
+                        "one-thread decode sample (on the bench's sets: samples/s 2-3x too high, "
+                        "PSS 1.3-1.5x too low)")
     parser.add_argument("--json", action="store_true", help="print the prediction as JSON")
     for row in _settings_rows():
         parser.add_argument(row.flag, dest=f"setting_{row.keyword}", type=setting_parser(row),

@@ -23,6 +23,7 @@ from feedline.episodes.stream.payload import EpisodeSpans, fetch_episode
 __all__ = [
     "DecodeCost",
     "Link",
+    "PREFETCH_FACTOR",
     "UnitFacts",
     "measure_decode",
     "measure_decoder_bytes",
@@ -30,8 +31,11 @@ __all__ = [
     "parse_link",
     "pss_of",
     "sample_units",
+    "training_loader",
     "unit_facts",
 ]
+
+PREFETCH_FACTOR = 4  # lerobot-train's DataLoader prefetch_factor; batches held ahead per worker
 
 _BANDWIDTH = re.compile(r"^\s*([0-9.]+)\s*([kmgt]?)(i?)(b|bit|bps|b/s|bit/s)?\s*(/s)?\s*$", re.I)
 _LATENCY = re.compile(r"^\s*([0-9.]+)\s*(us|µs|ms|s)\s*$", re.I)
@@ -167,7 +171,8 @@ class DecodeCost:
             worker does (median of 5 batches; ``shared=False``: in process, no move).
         sample_bytes: bytes of one assembled sample.
         samples: samples measured.
-        bytes_read: payload bytes read to measure (the only payload ``feedline plan`` reads).
+        bytes_read: payload bytes read to measure (``feedline plan`` reads payload only here and
+            in its calibration runs).
         episodes: the units measured.
         fetch_s: wall seconds of one fetch (median): the Parquet rows and the cut mini-MP4s.
     """
@@ -183,7 +188,7 @@ class DecodeCost:
 
 
 def sample_units(dataset: Any, count: int) -> list[int]:
-    """``count`` units of median length (one per source first, for a mixture)."""
+    """``count`` units of median length (a mixture's units, whatever their source)."""
     lengths = dataset.feed.epoch_lengths(0)
     units = sorted(lengths, key=lambda u: lengths[u])
     middle = len(units) // 2
@@ -307,6 +312,17 @@ def measure_decoder_bytes(dataset: Any, *, episodes: int = 16, frames: int = 12)
         dataset, sample_units(dataset, episodes), frames)
     items = list(DataLoader(probe, batch_size=None, num_workers=1))
     return int(items[0]["per_decoder"]) if items else 0
+
+
+def training_loader(dataset: Any, *, batch_size: int, num_workers: int,
+                    drop_last: bool = False) -> Any:
+    """A DataLoader of ``dataset`` like lerobot-train's (``prefetch_factor=4`` with workers), as
+    the calibration runs and ``--measure`` read it."""
+    from torch.utils.data import DataLoader
+
+    extra = {"prefetch_factor": PREFETCH_FACTOR} if num_workers else {}
+    return DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
+                      drop_last=drop_last, **extra)
 
 
 class _Probe:

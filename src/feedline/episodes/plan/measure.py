@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from feedline.episodes.errors import ForecastError
-from feedline.episodes.plan.costs import pss_of
+from feedline.episodes.plan.costs import pss_of, training_loader
 from feedline.episodes.schedule.diversity import DIVERSITY_METRICS
 from feedline.episodes.stream.batches import batch_episodes
 from feedline.episodes.stream.events import EventLog, TimedCollate, sample_key
@@ -194,13 +194,8 @@ def measure(
 ) -> RunRecorder:
     """Run the real reader for ``seconds`` (or one epoch, if sooner) through a DataLoader of
     lerobot-train's kind, recorded."""
-    from torch.utils.data import DataLoader
-
-    from feedline.episodes.plan.model import PREFETCH_FACTOR
-
-    extra = {"prefetch_factor": PREFETCH_FACTOR} if num_workers else {}
-    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
-                        drop_last=drop_last, **extra)
+    loader = training_loader(dataset, batch_size=batch_size, num_workers=num_workers,
+                             drop_last=drop_last)
     recorder = RunRecorder(dataset, directory)
     for _ in recorder.track(loader, seconds=seconds):
         pass

@@ -17,6 +17,7 @@ import numpy as np
 from feedline.episodes.errors import ForecastError
 from feedline.episodes.plan.calibrate import PipelineCost, measure_pipeline
 from feedline.episodes.plan.costs import (
+    PREFETCH_FACTOR,
     DecodeCost,
     Link,
     measure_decode,
@@ -33,7 +34,6 @@ __all__ = ["PLAN_VERSION", "predict", "render"]
 PLAN_VERSION = 1
 #: An open decoder's memory in RGB frames of its camera (about 3 MiB at 480x640: docs/episodes.md).
 DECODER_FRAMES = 3.4
-PREFETCH_FACTOR = 4  # lerobot-train's DataLoader prefetch_factor; batches held ahead per worker
 
 
 def _windows(dataset: Any) -> dict[str, np.ndarray]:
@@ -204,13 +204,12 @@ def _rank(
         first_fetch = rounds * (facts.requests[int(first.admission[0])] * link.latency_s) + ahead / link.bandwidth
     first = runs[0] if runs else None
     first_batch = start_s + first_fetch
-    if calibrated is not None and first is not None:  # measured at two widths (start included)
-        distinct = len(set(first.episodes[:batch_size].tolist()))
+    distinct = len(set(first.episodes[:batch_size].tolist())) if first is not None else 0
+    if calibrated is not None and first is not None:  # the larger run's, and the rest's CPU
         first_batch = calibrated.first_batch_at(
             resident, min(float(distinct), resident), decode.fetch_s, decode.first_sample_s,
             cores / parts) + first_fetch
     elif first is not None:
-        distinct = len(set(first.episodes[:batch_size].tolist()))
         work = distinct * decode.first_sample_s + (min(batch_size, first.anchors) - distinct) * decode.per_sample_s
         first_batch += work / max(1.0, min(settings.decode_threads, cores / parts)) + decode.collate_s * batch_size
     keys = dataset.feed.episode_keys
