@@ -212,20 +212,21 @@ def call_with_retries(
     began = time.monotonic()
     end = began + policy.outage_s
     outer = _DEADLINE.get()
-    token = _DEADLINE.set(end if outer is None else min(end, outer))
+    stop = end if outer is None else min(end, outer)
+    token = _DEADLINE.set(stop)
     name = store or what
     rng: random.Random | None = None
     previous: TransientError | None = None
     try:
         for attempt in range(policy.attempts):
-            before = min(end, outer if outer is not None else end) - time.monotonic()
+            before = stop - time.monotonic()
             try:
                 result = fn()
             except TransientError as exc:
                 now = time.monotonic()
                 # Without a store there is no clock to share: the call's own deadline bounds it.
                 failing = OUTAGES.failed(store, exc, policy.outage_s) if store else now - began
-                left = min(end, outer if outer is not None else end) - now
+                left = stop - now
                 if attempt + 1 >= policy.attempts or left <= 0 or failing >= policy.outage_s:
                     # a last attempt begun with almost no time left times out on the deadline
                     # itself: the failure worth naming is the one before it
