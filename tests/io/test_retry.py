@@ -142,8 +142,9 @@ def test_feedline_outage_s_sets_the_io_default(monkeypatch) -> None:
             default_retry()
 
 
-def test_a_last_attempt_clipped_by_the_deadline_names_the_failure_before_it() -> None:
-    # the server answers 503 until the deadline; the attempt begun in the last moment times out
+@pytest.mark.parametrize("pause_s", [0.2, 0.02])  # one attempt in the last moment, or several
+def test_a_last_attempt_clipped_by_the_deadline_names_the_failure_before_it(pause_s: float) -> None:
+    # the server answers 503 until the deadline; an attempt begun in the last moment times out
     # on the deadline itself, which says nothing of the store
     deadline = time.monotonic() + 0.4
 
@@ -152,7 +153,7 @@ def test_a_last_attempt_clipped_by_the_deadline_names_the_failure_before_it() ->
             raise TransientError("read timed out after 0.01 s")
         raise TransientError("HTTP 503 Service Unavailable")
 
-    policy = RetryPolicy(attempts=100, base_s=0.2, max_s=0.2, outage_s=0.4)
+    policy = RetryPolicy(attempts=1000, base_s=pause_s, max_s=pause_s, outage_s=0.4)
     with pytest.raises(StoreUnavailableError, match="503") as info:
         call_with_retries(fn, policy=policy, what="GET x")
     assert "timed out" not in str(info.value)

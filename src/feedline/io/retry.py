@@ -229,10 +229,11 @@ def call_with_retries(
                 left = stop - now
                 if attempt + 1 >= policy.attempts or left <= 0 or failing >= policy.outage_s:
                     # a last attempt begun with almost no time left times out on the deadline
-                    # itself: the failure worth naming is the one before it
+                    # itself: the failure worth naming is the last one of an attempt that had time
                     cause = previous if previous is not None and before < _CLIPPED_S else exc
                     raise _gave_up(name, what, cause, now - began, attempt + 1, policy) from None
-                previous = exc
+                if before >= _CLIPPED_S:  # several attempts can fall in the clipped stretch
+                    previous = exc
                 rng = rng or random.Random()
                 pause = min(policy.delay(attempt, rng), left)
                 log.debug("%s failed (%s); retry %d in %.2f s", what, exc, attempt + 1, pause)
