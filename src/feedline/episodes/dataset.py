@@ -29,7 +29,7 @@ from feedline.episodes.base import (
     resolve_root,
 )
 from feedline.episodes.errors import EpisodeDatasetError
-from feedline.episodes.parquet import EpisodeRows, read_episodes_rows
+from feedline.episodes.parquet import read_file_episodes
 from feedline.episodes.windows import PAD_SUFFIX
 
 
@@ -82,28 +82,34 @@ class EpisodeDataset(EpisodeDatasetBase, Dataset):
     # ------------------------------------------------------------------- rows ---
 
     def _load_rows(self) -> dict[str, np.ndarray]:
-        """Every Parquet column of the selected episodes, episode after episode, rows on axis 0."""
+        """Every Parquet column of the selected episodes, episode after episode, rows on axis 0
+        (each data file read once, its episodes found with array operations)."""
         table = self.episode_table
-        by_file: dict[str, list[EpisodeRows]] = {}
-        for i, ep in enumerate(table.episode_index):
-            want = EpisodeRows(
-                int(ep), int(table.dataset_from_index[i]), int(table.dataset_to_index[i])
-            )
-            by_file.setdefault(table.data_path[i], []).append(want)
-        per_episode: dict[int, pa.Table] = {}
-        for path, wanted in by_file.items():
-            per_episode.update(read_episodes_rows(self.store, path, wanted))
-        tables = [per_episode[int(e)] for e in table.episode_index]
-        if not tables:
+        if not len(table):
             return {}
-        schema = tables[0].schema
-        for t, ep in zip(tables, table.episode_index, strict=True):
-            if t.schema.names != schema.names:
+        parts: list[tuple[np.ndarray, pa.Table, str]] = []
+        for path, positions in table.positions_by_data_file().items():
+            rows = read_file_episodes(
+                self.store, path, table.episode_index[positions],
+                table.dataset_from_index[positions], table.dataset_to_index[positions],
+            )
+            parts.append((positions, rows, path))
+        parts.sort(key=lambda part: int(part[0][0]))
+        schema = parts[0][1].schema
+        for positions, rows, path in parts:
+            if rows.schema.names != schema.names:
                 raise EpisodeDatasetError(
-                    f"{self.store.url(table.data_path[table.position(int(ep))])}: episode {int(ep)} has columns "
-                    f"{t.schema.names}, others have {schema.names}"
+                    f"{self.store.url(path)}: episode {int(table.episode_index[positions[0]])} has "
+                    f"columns {rows.schema.names}, others have {schema.names}"
                 )
-        combined = pa.concat_tables(tables, promote_options="permissive")
+        combined = pa.concat_tables([rows for _, rows, _ in parts], promote_options="permissive")
+        positions = np.concatenate([p for p, _, _ in parts])
+        if np.any(np.diff(positions) < 0):  # files interleave episodes: put them in table order
+            lengths = table.length[positions]
+            starts = np.cumsum(lengths) - lengths
+            order = np.argsort(positions, kind="stable")
+            take = np.concatenate([np.arange(starts[i], starts[i] + lengths[i]) for i in order])
+            combined = combined.take(pa.array(take, pa.int64()))
         if self.video_keys and "timestamp" not in combined.column_names:
             raise EpisodeDatasetError(
                 f"{self.store.url(table.data_path[0])}: no 'timestamp' column for video lookup"

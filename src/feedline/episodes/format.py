@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -75,14 +75,112 @@ class Episode:
     tasks: tuple[str, ...]
 
 
+class PathColumn(Sequence[str]):
+    """One path per episode, stored as a code per episode into the distinct paths.
+
+    At 100,000 episodes a list of path strings per column cost a template fill and a string per
+    episode at the open; a dataset has a few hundred distinct files at most, so the column is an
+    int32 array of codes plus the file list, and it pickles as arrays.
+
+    Args:
+        files: the distinct paths, in first-use order.
+        codes: per episode, its path's index in ``files``.
+    """
+
+    __slots__ = ("codes", "files")
+
+    def __init__(self, files: Sequence[str], codes: np.ndarray) -> None:
+        self.files = list(files)
+        self.codes = np.asarray(codes, np.int32)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self.files[c] for c in self.codes[i].tolist()]
+        return self.files[int(self.codes[i])]
+
+    def __iter__(self) -> Iterator[str]:
+        files = self.files
+        return (files[c] for c in self.codes.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    def take(self, rows: np.ndarray) -> PathColumn:
+        """The column of ``rows`` (its files: those still used, in first-use order)."""
+        codes = self.codes[rows]
+        used, first = np.unique(codes, return_index=True)
+        order = used[np.argsort(first)]
+        remap = np.zeros(max(len(self.files), 1), np.int32)
+        remap[order] = np.arange(len(order), dtype=np.int32)
+        return PathColumn([self.files[c] for c in order.tolist()], remap[codes])
+
+    def used(self) -> list[str]:
+        """Every path used, each once, in first-use order."""
+        codes, first = np.unique(self.codes, return_index=True)
+        return [self.files[c] for c in codes[np.argsort(first)].tolist()]
+
+    def positions(self) -> dict[str, np.ndarray]:
+        """Per path, the positions (rows) of its episodes, ascending."""
+        order = np.argsort(self.codes, kind="stable")
+        codes = self.codes[order]
+        bounds = np.flatnonzero(np.diff(codes)) + 1
+        out = {}
+        for part in np.split(order, bounds) if len(order) else []:
+            out[self.files[int(self.codes[part[0]])]] = part
+        return out
+
+
+class TaskColumn(Sequence[tuple[str, ...]]):
+    """Each episode's task strings, kept as Arrow lists and made Python tuples on demand.
+
+    Args:
+        tasks: a list-of-strings array, one entry per episode, or ``None`` (no task column).
+        length: episodes (when ``tasks`` is ``None``).
+    """
+
+    __slots__ = ("_length", "tasks")
+
+    def __init__(self, tasks: pa.Array | None, length: int) -> None:
+        self.tasks = tasks
+        self._length = len(tasks) if tasks is not None else int(length)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if self.tasks is None:
+            if not -self._length <= int(i) < self._length:
+                raise IndexError(i)
+            return ()
+        return tuple(self.tasks[int(i)].as_py() or ())
+
+    def take(self, rows: np.ndarray) -> TaskColumn:
+        if self.tasks is None:
+            return TaskColumn(None, len(rows))
+        return TaskColumn(self.tasks.take(pa.array(rows, pa.int64())), len(rows))
+
+    def __getstate__(self) -> tuple[Any, int]:
+        return (self.tasks, self._length)
+
+    def __setstate__(self, state: tuple[Any, int]) -> None:
+        self.tasks, self._length = state
+
+
 @dataclass
 class EpisodeTable:
     """Episodes in ``episode_index`` order, as columns (cheap to slice, pickle and search).
 
-    Every column has one entry per episode, in the same order.
+    Every column has one entry per episode, in the same order; nothing is a Python object per
+    episode (paths are codes into the distinct files, tasks stay Arrow lists), so a table of
+    a million episodes is a few arrays.
 
     Args:
-        episode_index: the episodes' indices (int64).
+        episode_index: the episodes' indices (int64, ascending).
         length: their frames.
         dataset_from_index: global ``index`` of each one's first row.
         dataset_to_index: global ``index`` one past each one's last row.
@@ -97,24 +195,52 @@ class EpisodeTable:
     length: np.ndarray
     dataset_from_index: np.ndarray
     dataset_to_index: np.ndarray
-    data_path: list[str]
-    video_path: dict[str, list[str]]
+    data_path: PathColumn
+    video_path: dict[str, PathColumn]
     from_timestamp: dict[str, np.ndarray]
     to_timestamp: dict[str, np.ndarray]
-    tasks: list[tuple[str, ...]]
-    _position: dict[int, int] = field(default_factory=dict, repr=False)
+    tasks: TaskColumn
 
     def __post_init__(self) -> None:
-        self._position = {int(e): i for i, e in enumerate(self.episode_index)}
+        if not isinstance(self.data_path, PathColumn):
+            self.data_path = _path_column(self.data_path)
+        self.video_path = {
+            k: v if isinstance(v, PathColumn) else _path_column(v) for k, v in self.video_path.items()
+        }
+        if not isinstance(self.tasks, TaskColumn):
+            self.tasks = TaskColumn(
+                pa.array([list(t) for t in self.tasks], pa.list_(pa.string())), len(self.tasks)
+            )
+        self.episode_index = np.asarray(self.episode_index, np.int64)
 
     def __len__(self) -> int:
         return len(self.episode_index)
 
     def __contains__(self, episode_index: object) -> bool:
-        return episode_index in self._position
+        try:
+            self.position(int(episode_index))  # type: ignore[call-overload]
+        except (KeyError, TypeError, ValueError):
+            return False
+        return True
 
     def position(self, episode_index: int) -> int:
-        return self._position[int(episode_index)]
+        """The row of episode ``episode_index`` (``KeyError`` when it is not in the table)."""
+        e = int(episode_index)
+        i = int(np.searchsorted(self.episode_index, e))
+        if i >= len(self.episode_index) or int(self.episode_index[i]) != e:
+            raise KeyError(e)
+        return i
+
+    def positions(self, episodes: np.ndarray) -> np.ndarray:
+        """The rows of many episodes at once (each must be in the table)."""
+        episodes = np.asarray(episodes, np.int64)
+        rows = np.searchsorted(self.episode_index, episodes)
+        ok = (rows < len(self.episode_index)) & (
+            self.episode_index[np.minimum(rows, max(len(self.episode_index) - 1, 0))] == episodes
+        ) if len(self.episode_index) else np.zeros(len(episodes), bool)
+        if not ok.all():
+            raise KeyError(int(episodes[np.flatnonzero(~ok)[0]]))
+        return rows
 
     _COLUMNS = ("episode_index", "length", "dataset_from_index", "dataset_to_index")
 
@@ -125,7 +251,7 @@ class EpisodeTable:
             if episode_index not in self._COLUMNS:
                 raise KeyError(f"{episode_index!r}: columns are {list(self._COLUMNS)}")
             return getattr(self, episode_index)
-        i = self._position[int(episode_index)]
+        i = self.position(episode_index)
         return Episode(
             episode_index=int(self.episode_index[i]),
             length=int(self.length[i]),
@@ -152,32 +278,53 @@ class EpisodeTable:
         """The given episodes (sorted, deduplicated: storage order, like LeRobot); ``None`` = all."""
         if episodes is None:
             return self
-        wanted = sorted({int(e) for e in episodes})
-        missing = [e for e in wanted if e not in self._position]
-        if missing:
+        wanted = np.unique(np.fromiter((int(e) for e in episodes), np.int64))
+        rows = np.searchsorted(self.episode_index, wanted)
+        present = rows < len(self)
+        present[present] = self.episode_index[rows[present]] == wanted[present]
+        if not present.all():
+            missing = wanted[~present][:5].tolist()
             raise EpisodeFormatError(
-                f"episodes {missing[:5]} not in the dataset (it has {len(self)} episodes, "
+                f"episodes {missing} not in the dataset (it has {len(self)} episodes, "
                 f"indices {int(self.episode_index.min()) if len(self) else 0}..{int(self.episode_index.max()) if len(self) else -1})"
             )
-        rows = np.array([self._position[e] for e in wanted], dtype=np.int64)
+        return self.take(rows)
+
+    def take(self, rows: np.ndarray) -> EpisodeTable:
+        """The table of ``rows`` (ascending positions)."""
+        rows = np.asarray(rows, np.int64)
         return EpisodeTable(
             episode_index=self.episode_index[rows],
             length=self.length[rows],
             dataset_from_index=self.dataset_from_index[rows],
             dataset_to_index=self.dataset_to_index[rows],
-            data_path=[self.data_path[r] for r in rows],
-            video_path={k: [v[r] for r in rows] for k, v in self.video_path.items()},
+            data_path=self.data_path.take(rows),
+            video_path={k: v.take(rows) for k, v in self.video_path.items()},
             from_timestamp={k: v[rows] for k, v in self.from_timestamp.items()},
             to_timestamp={k: v[rows] for k, v in self.to_timestamp.items()},
-            tasks=[self.tasks[r] for r in rows],
+            tasks=self.tasks.take(rows),
         )
 
     def data_files(self) -> list[str]:
-        return list(dict.fromkeys(self.data_path))
+        return self.data_path.used()
 
     def video_files(self) -> list[str]:
         """Every MP4 the selected episodes use, each once, in first-use order."""
-        return list(dict.fromkeys(p for paths in self.video_path.values() for p in paths))
+        return list(dict.fromkeys(p for paths in self.video_path.values() for p in paths.used()))
+
+    def positions_by_data_file(self) -> dict[str, np.ndarray]:
+        """Per data file, the rows of its episodes."""
+        return self.data_path.positions()
+
+    def positions_by_video_file(self, key: str) -> dict[str, np.ndarray]:
+        """Per MP4 of camera ``key``, the rows of its episodes."""
+        return self.video_path[key].positions()
+
+
+def _path_column(paths: Sequence[str]) -> PathColumn:
+    files: dict[str, int] = {}
+    codes = np.fromiter((files.setdefault(p, len(files)) for p in paths), np.int32, len(paths))
+    return PathColumn(list(files), codes)
 
 
 class FeatureInfo:
@@ -518,20 +665,15 @@ def _episode_table(
         raise EpisodeFormatError(
             f"{where}: {len(episode_index)} episode rows but {INFO_PATH} says total_episodes={info['total_episodes']}"
         )
-    data_chunk, data_file = ints("data/chunk_index"), ints("data/file_index")
-    data_path = [
-        resolve_template(info, "data_path", chunk_index=int(c), file_index=int(f))
-        for c, f in zip(data_chunk, data_file, strict=True)
-    ]
+    data_path = _template_column(
+        info, "data_path", ints("data/chunk_index"), ints("data/file_index")
+    )
     video_path, from_ts, to_ts = {}, {}, {}
     for key in video_keys:
-        vc, vf = ints(f"videos/{key}/chunk_index"), ints(f"videos/{key}/file_index")
-        video_path[key] = [
-            resolve_template(
-                info, "video_path", video_key=key, chunk_index=int(c), file_index=int(f)
-            )
-            for c, f in zip(vc, vf, strict=True)
-        ]
+        video_path[key] = _template_column(
+            info, "video_path", ints(f"videos/{key}/chunk_index"),
+            ints(f"videos/{key}/file_index"), video_key=key,
+        )
         from_ts[key] = np.asarray(
             table.column(f"videos/{key}/from_timestamp").to_numpy(zero_copy_only=False), np.float64
         )
@@ -546,14 +688,25 @@ def _episode_table(
             f"{store.url(INFO_PATH)}: total_frames={info['total_frames']} but the episodes of "
             f"{where} hold {total_frames} frames"
         )
-    tasks = (
-        [tuple(t or ()) for t in table.column("tasks").to_pylist()]
-        if "tasks" in table.column_names
-        else [()] * len(episode_index)
+    tasks = TaskColumn(
+        table.column("tasks").combine_chunks() if "tasks" in table.column_names else None,
+        len(episode_index),
     )
     return EpisodeTable(
         episode_index, length, from_index, to_index, data_path, video_path, from_ts, to_ts, tasks
     )
+
+
+def _template_column(
+    info: dict[str, Any], key: str, chunks: np.ndarray, files: np.ndarray, **values: Any
+) -> PathColumn:
+    """A path template filled once per distinct ``(chunk, file)`` pair, as a :class:`PathColumn`."""
+    pairs, codes = np.unique(np.stack([chunks, files], axis=1), axis=0, return_inverse=True)
+    paths = [
+        resolve_template(info, key, chunk_index=int(c), file_index=int(f), **values)
+        for c, f in pairs.tolist()
+    ]
+    return PathColumn(paths, np.asarray(codes, np.int32).reshape(-1))
 
 
 def _check_timestamps(

@@ -115,7 +115,7 @@ def unit_facts(dataset: Any, units: Iterator[int] | list[int]) -> UnitFacts:
         source, episode = _locate(dataset, int(unit))
         reader = source.reader
         table = reader.episode_table
-        spans: EpisodeSpans = source.spans[episode]
+        spans: EpisodeSpans = source.spans_of(episode)
         i = spans.position
         length = int(table.length[i])
         needed = _parquet_needed(source, i)
@@ -150,7 +150,8 @@ def _parquet_needed(source: Any, position: int) -> int:
     want = EpisodeRows(int(table.episode_index[position]), int(table.dataset_from_index[position]),
                        int(table.dataset_to_index[position]))
     total = 0
-    for g in candidate_row_groups(metadata, want):
+    groups = source.parquet.groups_of(position)
+    for g in groups if groups is not None else candidate_row_groups(metadata, want):
         rg = metadata.row_group(g)
         nbytes = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
         total += nbytes * min(1.0, (want.to_index - want.from_index) / max(1, rg.num_rows))
@@ -201,7 +202,7 @@ def _cut_payload(dataset: Any, unit: int, frames: int, decoded: DecodedFrames) -
     its source, and how many of its samples that cut can assemble."""
     source, episode = _locate(dataset, unit)
     reader = source.reader
-    spans: EpisodeSpans = source.spans[episode]
+    spans: EpisodeSpans = source.spans_of(episode)
     table = reader.episode_table
     i = spans.position
     n = min(int(table.length[i]), frames)

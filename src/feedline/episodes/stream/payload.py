@@ -16,7 +16,7 @@ No threads here: :mod:`feedline.episodes.stream.pipeline` runs these calls on it
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ from feedline.episodes.errors import StreamingError
 from feedline.episodes.format import EpisodeTable
 from feedline.episodes.parquet import (
     EpisodeRows,
-    candidate_row_groups,
+    RowGroupIndex,
     read_episodes_rows,
     read_footer,
 )
@@ -40,17 +40,22 @@ from feedline.episodes.video.minimp4 import (
     SpanPlan,
     nearest_samples,
     nearest_samples_within,
+    plan_span,
 )
 from feedline.episodes.video.mp4.table import SampleTable
+from feedline.episodes.video.spans import span_bounds, span_sizes
 from feedline.io import Store
 
 __all__ = [
     "EpisodePayload",
     "EpisodeSpans",
+    "ParquetLayout",
+    "SpanIndex",
     "episode_spans",
     "fetch_episode",
     "parquet_episode_bytes",
     "parquet_footers",
+    "parquet_layout",
 ]
 
 
@@ -63,12 +68,14 @@ class EpisodeSpans:
         position: its row in the :class:`~feedline.episodes.format.EpisodeTable`.
         video: per camera key, the mini-MP4 plans covering every frame the episode can ask for.
         parquet_bytes: compressed bytes of the data row groups that can hold its rows.
+        row_groups: those row groups (``None``: pruned from the footer at fetch).
     """
 
     episode_index: int
     position: int
     video: Mapping[str, tuple[SpanPlan, ...]]
     parquet_bytes: int
+    row_groups: tuple[int, ...] | None = None
 
     @property
     def video_bytes(self) -> int:
@@ -81,10 +88,66 @@ class EpisodeSpans:
         return self.video_bytes + self.parquet_bytes
 
 
+@dataclass
+class ParquetLayout:
+    """Per selected episode (by table position), its candidate data row groups and their bytes.
+
+    Pruned for every episode of a file at once (:class:`~feedline.episodes.parquet.RowGroupIndex`);
+    fetches pass an episode's groups to the read, so no worker walks a footer per episode.
+
+    Args:
+        footers: every data file's footer (the fetch hands it to pyarrow).
+        ptr: episode at position ``i`` has groups ``groups[ptr[i]:ptr[i + 1]]`` (``None``: only
+            the bytes are known).
+        groups: candidate row groups, concatenated (``None`` with ``ptr``).
+        nbytes: per position, the compressed bytes of its candidate groups.
+    """
+
+    footers: dict[str, pq.FileMetaData]
+    ptr: np.ndarray | None
+    groups: np.ndarray | None
+    nbytes: np.ndarray
+
+    def groups_of(self, position: int) -> tuple[int, ...] | None:
+        """The candidate groups of the episode at ``position`` (``None``: not pruned yet)."""
+        if self.ptr is None or self.groups is None:
+            return None
+        return tuple(self.groups[self.ptr[position] : self.ptr[position + 1]].tolist())
+
+
+def parquet_layout(
+    store: Store, table: EpisodeTable, footers: Mapping[str, pq.FileMetaData] | None = None
+) -> ParquetLayout:
+    """Every selected episode's candidate row groups and bytes (``footers``: from
+    :func:`parquet_footers`, else read here)."""
+    footers = dict(footers) if footers is not None else parquet_footers(store, table)
+    n = len(table)
+    counts = np.zeros(n, np.int64)
+    found = []
+    for path, positions in table.positions_by_data_file().items():
+        index = RowGroupIndex.from_footer(footers[path])
+        ptr, groups = index.candidates(
+            table.episode_index[positions], table.dataset_from_index[positions],
+            table.dataset_to_index[positions],
+        )
+        counts[positions] = np.diff(ptr)
+        found.append((positions, ptr, groups, index.nbytes[groups]))
+    ptr_all = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=ptr_all[1:])
+    groups_all = np.zeros(int(ptr_all[-1]), np.int64)
+    nbytes = np.zeros(n, np.int64)
+    for positions, ptr, groups, group_bytes in found:
+        owner = np.repeat(np.arange(len(positions)), np.diff(ptr))
+        slot = ptr_all[positions[owner]] + (np.arange(len(groups)) - ptr[owner])
+        groups_all[slot] = groups
+        np.add.at(nbytes, positions[owner], group_bytes)
+    return ParquetLayout(footers, ptr_all, groups_all, nbytes)
+
+
 def parquet_footers(store: Store, table: EpisodeTable) -> dict[str, pq.FileMetaData]:
     """Every data file's footer, read once (fetches reuse it: no footer read per episode); a
     damaged file is an ``EpisodeFormatError`` naming it."""
-    return {path: read_footer(store, path) for path in dict.fromkeys(table.data_path)}
+    return {path: read_footer(store, path) for path in table.data_files()}
 
 
 def parquet_episode_bytes(
@@ -92,55 +155,126 @@ def parquet_episode_bytes(
 ) -> dict[int, int]:
     """Per episode, the compressed bytes of the data row groups that can hold its rows
     (``footers``: from :func:`parquet_footers`, else read here)."""
-    if footers is None:
-        footers = parquet_footers(store, table)
-    by_file: dict[str, list[int]] = {}
-    for i, path in enumerate(table.data_path):
-        by_file.setdefault(path, []).append(i)
-    out: dict[int, int] = {}
-    for path, positions in by_file.items():
-        metadata = footers[path]
-        group_bytes = [
-            sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
-            for rg in (metadata.row_group(g) for g in range(metadata.num_row_groups))
-        ]
-        for i in positions:
-            want = EpisodeRows(
-                int(table.episode_index[i]),
-                int(table.dataset_from_index[i]),
-                int(table.dataset_to_index[i]),
+    layout = parquet_layout(store, table, footers)
+    return dict(zip(table.episode_index.tolist(), layout.nbytes.tolist(), strict=True))
+
+
+class SpanIndex(Mapping[int, EpisodeSpans]):
+    """Every selected episode's payload size, as arrays; its :class:`EpisodeSpans` on demand.
+
+    The open computes, per camera and episode, the one mini-MP4 span and its exact size
+    (:mod:`feedline.episodes.video.spans`) with array operations over each video's sample
+    table; the plans themselves (header bytes, tick arrays) are made when an episode is asked
+    for, i.e. fetched, and must come out at the size the byte budget reserved.
+
+    Args:
+        table: the selected episodes.
+        first: per camera key, each position's first span sample (decode order).
+        last: per camera key, each position's last span sample.
+        video_bytes: per position, the mini-MP4 bytes of every camera.
+        parquet: the episodes' Parquet row groups and bytes.
+        reader: the frame reader the plans are made with (not pickled: a worker binds its own).
+    """
+
+    def __init__(
+        self, table: EpisodeTable, first: dict[str, np.ndarray], last: dict[str, np.ndarray],
+        video_bytes: np.ndarray, parquet: ParquetLayout | None,
+        reader: VideoFrameReader | None = None,
+    ) -> None:
+        self.table = table
+        self.first, self.last = first, last
+        self.video_bytes = np.asarray(video_bytes, np.int64)
+        self.parquet = parquet
+        self.parquet_bytes = (
+            parquet.nbytes if parquet is not None else np.zeros(len(table), np.int64)
+        )
+        self.reader = reader
+
+    @property
+    def nbytes(self) -> np.ndarray:
+        """Per position, the exact payload the byte budget reserves."""
+        return self.video_bytes + self.parquet_bytes
+
+    def unit_bytes(self) -> dict[int, int]:
+        return dict(zip(self.table.episode_index.tolist(), self.nbytes.tolist(), strict=True))
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.table.episode_index.tolist())
+
+    def __contains__(self, episode: object) -> bool:
+        return episode in self.table
+
+    def __getitem__(self, episode: int) -> EpisodeSpans:
+        if self.reader is None:
+            raise StreamingError("SpanIndex: no frame reader bound (use spans.get_with(ep, reader))")
+        return self.get_with(episode, self.reader)
+
+    def get_with(self, episode: int, reader: VideoFrameReader) -> EpisodeSpans:
+        """Episode ``episode``'s plans, made now with ``reader``'s sample tables."""
+        try:
+            i = self.table.position(episode)
+        except KeyError:
+            raise KeyError(episode) from None
+        video: dict[str, tuple[SpanPlan, ...]] = {}
+        for key, paths in self.table.video_path.items():
+            path = paths[i]
+            video[key] = (plan_span(reader.table(path), int(self.first[key][i]), int(self.last[key][i])),)
+        made = sum(plans[0].size for plans in video.values())
+        if made != int(self.video_bytes[i]):
+            raise StreamingError(
+                f"episode {episode}: its mini-MP4s are {made} bytes but {int(self.video_bytes[i])} "
+                "were reserved for them; the sample index changed since the dataset was opened: reopen it"
             )
-            out[want.episode_index] = sum(
-                group_bytes[g] for g in candidate_row_groups(metadata, want)
-            )
-    return out
+        groups = self.parquet.groups_of(i) if self.parquet is not None else None
+        return EpisodeSpans(episode, i, video, int(self.parquet_bytes[i]), groups)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["reader"] = None
+        return state
 
 
 def episode_spans(
     table: EpisodeTable,
     reader: VideoFrameReader,
     fps: float,
-    parquet_bytes: Mapping[int, int],
+    parquet_bytes: Mapping[int, int] | ParquetLayout | None,
     tolerance_s: float,
-) -> dict[int, EpisodeSpans]:
-    """Every selected episode's fetch plan and exact payload size (index only, no payload I/O).
+) -> SpanIndex:
+    """Every selected episode's exact payload size (index only, no payload I/O), its fetch
+    plans made on demand.
 
     A camera's span runs from ``from_timestamp`` to the later of ``to_timestamp - 1/fps`` and
     the episode's last row time (``(length - 1) / fps``), so every frame a sample can ask for is
     inside it even when ``to_timestamp`` was measured short.
     """
-    out: dict[int, EpisodeSpans] = {}
-    for i, ep in enumerate(table.episode_index.tolist()):
-        video: dict[str, tuple[SpanPlan, ...]] = {}
-        for key, paths in table.video_path.items():
-            t0 = float(table.from_timestamp[key][i])
-            last = max(
-                float(table.to_timestamp[key][i]) - 1.0 / fps,
-                t0 + (int(table.length[i]) - 1) / fps,
+    n = len(table)
+    first = {key: np.zeros(n, np.int64) for key in table.video_path}
+    last = {key: np.zeros(n, np.int64) for key in table.video_path}
+    video_bytes = np.zeros(n, np.int64)
+    for key in table.video_path:
+        t0_all = np.asarray(table.from_timestamp[key], np.float64)
+        t1_all = np.maximum(
+            np.asarray(table.to_timestamp[key], np.float64) - 1.0 / fps,
+            t0_all + (np.asarray(table.length, np.float64) - 1) / fps,
+        )
+        for path, positions in table.positions_by_video_file(key).items():
+            sample_table = reader.table(path)
+            a, b = span_bounds(
+                sample_table, t0_all[positions], t1_all[positions], tolerance_s,
+                reader.store.url(path),
             )
-            video[key] = tuple(reader.span_plans(paths[i], t0, last, tolerance_s))
-        out[ep] = EpisodeSpans(ep, i, video, int(parquet_bytes.get(ep, 0)))
-    return out
+            first[key][positions], last[key][positions] = a, b
+            video_bytes[positions] += span_sizes(sample_table, a, b)
+    if parquet_bytes is None or isinstance(parquet_bytes, ParquetLayout):
+        layout = parquet_bytes
+    else:  # per-episode bytes given as a mapping (no row groups known)
+        nbytes = np.array([int(parquet_bytes.get(int(e), 0)) for e in table.episode_index], np.int64)
+        layout = ParquetLayout({}, None, None, nbytes)
+    return SpanIndex(table, first, last, video_bytes, layout, reader)
 
 
 @dataclass
@@ -340,7 +474,8 @@ def fetch_episode(
     want = EpisodeRows(ep, int(table.dataset_from_index[i]), int(table.dataset_to_index[i]))
     path = table.data_path[i]
     footer = None if footers is None else footers.get(path)
-    rows = read_episodes_rows(store, path, [want], metadata=footer)[ep]
+    groups = None if spans.row_groups is None or footer is None else {ep: spans.row_groups}
+    rows = read_episodes_rows(store, path, [want], metadata=footer, row_groups=groups)[ep]
     columns = {name: column_to_numpy(rows.column(name)) for name in rows.column_names}
     minis: dict[str, tuple[MiniMp4, ...]] = {}
     fetched = spans.parquet_bytes

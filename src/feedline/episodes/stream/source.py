@@ -22,10 +22,10 @@ from feedline.episodes.sources import Source
 from feedline.episodes.stream.decoded import DecodedFrames
 from feedline.episodes.stream.payload import (
     EpisodePayload,
+    EpisodeSpans,
     episode_spans,
     fetch_episode,
-    parquet_episode_bytes,
-    parquet_footers,
+    parquet_layout,
 )
 
 __all__ = ["SourceReader", "StreamSource", "UnitBytes", "mixture_identity", "open_sources"]
@@ -60,12 +60,12 @@ class StreamSource:
         self.episode_lengths: dict[int, int] = {
             int(e): int(n) for e, n in zip(table.episode_index, table.length, strict=True)
         }
-        self.parquet_footers = parquet_footers(reader.store, table)  # read once, shipped along
-        parquet = parquet_episode_bytes(reader.store, table, self.parquet_footers)
+        self.parquet = parquet_layout(reader.store, table)  # footers read once, shipped along
+        self.parquet_footers = self.parquet.footers
         self.spans = episode_spans(
-            table, reader.frame_reader(), reader.fps, parquet, reader.tolerance_s
+            table, reader.frame_reader(), reader.fps, self.parquet, reader.tolerance_s
         )
-        self.episode_bytes: dict[int, int] = {ep: s.nbytes for ep, s in self.spans.items()}
+        self.episode_bytes: dict[int, int] = self.spans.unit_bytes()
         self.sampler_identity = sampler_identity(self.episode_lengths, self.episode_bytes)
         #: The spec its samples are assembled with (transforms run on the consuming thread).
         self.decode_spec = replace(reader.sample_spec, image_transforms=None)
@@ -74,11 +74,15 @@ class StreamSource:
     def num_frames(self) -> int:
         return sum(self.episode_lengths.values())
 
+    def spans_of(self, episode: int) -> EpisodeSpans:
+        """One episode's fetch plans, made now with this process's frame reader."""
+        return self.spans.get_with(episode, self.reader.frame_reader())
+
     def fetch(self, episode: int, decoded: DecodedFrames) -> EpisodePayload:
         """One episode's payload, decoding into the worker's frame memory."""
         reader = self.reader
         payload = fetch_episode(
-            reader.store, reader.frame_reader(), reader.episode_table, self.spans[episode],
+            reader.store, reader.frame_reader(), reader.episode_table, self.spans_of(episode),
             self.parquet_footers, decoded=decoded, tolerance_s=reader.tolerance_s,
         )
         payload.source = self.index
