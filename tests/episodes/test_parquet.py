@@ -165,3 +165,85 @@ def test_remote_read_fetches_only_the_episode_bytes(tmp_path, nginx_server):
     sent = sum(int(re.search(r'" \d{3} (\d+) ', line).group(1)) for line in lines)
     assert lines and all(" 206 " in line for line in lines if "GET" in line)
     assert sent < size / 8, (sent, size)
+
+
+# ---- pruning every episode of a file at once ---------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from feedline.episodes.parquet import RowGroupIndex, read_file_episodes  # noqa: E402
+
+
+def _brute_force(index: RowGroupIndex, ep: int, start: int, stop: int) -> list[int]:
+    """The rule, one group at a time (what the footer walk did)."""
+    out = []
+    for g in range(len(index)):
+        if index.num_rows[g] == 0:
+            continue
+        if index.has_index[g] and (index.index_max[g] < start or index.index_min[g] >= stop):
+            continue
+        if index.has_episode[g] and not index.episode_min[g] <= ep <= index.episode_max[g]:
+            continue
+        out.append(g)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    groups=st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 60), st.integers(0, 20), st.booleans(),
+                  st.integers(0, 9), st.integers(0, 3), st.booleans()),
+        min_size=0, max_size=25,
+    ),
+    episodes=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 70), st.integers(1, 15)),
+                      min_size=1, max_size=12),
+    disjoint=st.booleans(),
+)
+def test_array_pruning_equals_the_group_by_group_rule(groups, episodes, disjoint):
+    """Any layout: sorted and disjoint (the binary-search path), overlapping, shuffled, empty
+    groups, groups without statistics."""
+    if disjoint:  # consecutive non-overlapping index ranges
+        at, made = 0, []
+        for rows, _, span, stats, emin, ewidth, estats in groups:
+            made.append((rows, at, at + span, stats, emin, emin + ewidth, estats))
+            at += span + 1
+    else:
+        made = [(r, lo, lo + w, s, e, e + ew, es) for r, lo, w, s, e, ew, es in groups]
+    arr = np.array([[r, lo, hi, s, e0, e1, es] for r, lo, hi, s, e0, e1, es in made] or
+                   np.zeros((0, 7)), np.int64).reshape(-1, 7)
+    index = RowGroupIndex(
+        num_rows=arr[:, 0], nbytes=arr[:, 0] * 10 + 1, index_min=arr[:, 1], index_max=arr[:, 2],
+        has_index=arr[:, 3].astype(bool), episode_min=arr[:, 4], episode_max=arr[:, 5],
+        has_episode=arr[:, 6].astype(bool),
+    )
+    eps = np.array([e for e, _, _ in episodes])
+    starts = np.array([s for _, s, _ in episodes])
+    stops = starts + np.array([n for _, _, n in episodes])
+    ptr, found = index.candidates(eps, starts, stops)
+    per_bytes = index.candidate_bytes(ptr, found)
+    for i, (e, s, t) in enumerate(zip(eps.tolist(), starts.tolist(), stops.tolist(), strict=True)):
+        expected = _brute_force(index, e, s, t)
+        assert found[ptr[i] : ptr[i + 1]].tolist() == expected
+        assert per_bytes[i] == int(index.nbytes[expected].sum())
+
+
+@pytest.mark.parametrize("row_group_size", [None, 7, 1000])
+def test_a_file_of_episodes_reads_as_each_episode_does(tmp_path, row_group_size):
+    eps = [(0, 0, 15), (1, 15, 40), (2, 55, 22), (3, 77, 9)]
+    _write_file(tmp_path / "f.parquet", eps, row_group_size=row_group_size, shuffle=row_group_size == 7)
+    store = open_store(str(tmp_path))
+    wanted = [eps[2], eps[0], eps[3]]  # any order: the table follows it
+    table = read_file_episodes(
+        store, "f.parquet", np.array([e for e, _, _ in wanted]), np.array([s for _, s, _ in wanted]),
+        np.array([s + n for _, s, n in wanted]),
+    )
+    one_by_one = [read_episode_rows(store, "f.parquet", e, s, s + n) for e, s, n in wanted]
+    assert table.equals(pa.concat_tables(one_by_one))
+
+
+def test_a_file_missing_an_episodes_rows_names_it(tmp_path):
+    _write_file(tmp_path / "f.parquet", [(0, 0, 15), (1, 15, 40)])
+    store = open_store(str(tmp_path))
+    with pytest.raises(EpisodeFormatError, match=r"episode 1 should hold rows with index 15\.\.59, found 40"):
+        read_file_episodes(store, "f.parquet", np.array([0, 1]), np.array([0, 15]), np.array([15, 60]))
