@@ -195,6 +195,7 @@ class Fault:
     seconds: float = 0.0
     bytes_per_s: float = 0.0
     body: bytes | None = None
+    retry_after: str | None = None
 
 
 @dataclass
@@ -218,13 +219,15 @@ class FaultProxy:
         seconds: float = 0.0,
         bytes_per_s: float = 4.0,
         body: bytes | None = None,
+        retry_after: str | None = None,
     ) -> None:
         """``trickle`` sends the real headers, then the body at ``bytes_per_s`` (a GET only);
-        ``status`` answers ``code`` with ``body`` (e.g. S3's SlowDown XML), else a short text."""
+        ``status`` answers ``code`` with ``body`` (e.g. S3's SlowDown XML), else a short text,
+        and a ``Retry-After: retry_after`` header when one is given."""
         if kind not in ("status", "drop", "stall", "trickle"):
             raise ValueError(f"unknown fault kind {kind!r}")
         with self.lock:
-            self.faults.append(Fault(kind, count, code, after_bytes, seconds, bytes_per_s, body))
+            self.faults.append(Fault(kind, count, code, after_bytes, seconds, bytes_per_s, body, retry_after))
 
     def clear(self) -> None:
         with self.lock:
@@ -260,6 +263,8 @@ def _proxy_handler(proxy_ref: list[FaultProxy]) -> type[BaseHTTPRequestHandler]:
                 body = fault.body if fault.body is not None else f"injected {fault.code}\n".encode()
                 self.send_response(fault.code)
                 self.send_header("Content-Length", str(len(body)))
+                if fault.retry_after is not None:
+                    self.send_header("Retry-After", fault.retry_after)
                 self.end_headers()
                 if method != "HEAD":
                     self.wfile.write(body)

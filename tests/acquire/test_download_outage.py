@@ -13,7 +13,8 @@ import threading
 import time
 
 from feedline.acquire.download import download_shard
-from tests.servers import run_nginx
+from tests.cli import run_feedline
+from tests.servers import free_port, run_nginx
 
 
 def test_download_started_during_an_outage_completes_when_the_server_is_back(tmp_path, caplog):
@@ -36,3 +37,17 @@ def test_download_started_during_an_outage_completes_when_the_server_is_back(tmp
     warnings = [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
     assert len(warnings) == 1 and server.url in warnings[0], warnings
     assert any("answers again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_refused_url_gives_up_within_the_outage_limit_of_every_store(tmp_path):
+    """``FEEDLINE_OUTAGE_S=5`` bounds a download as it bounds every store: a port that refuses
+    (nothing listens on it) ends the command within 10 s, with one line naming the URL (it took
+    94 s when the download's own loop kept the 60 s default)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/shard.jsonl.gz"
+    began = time.monotonic()
+    proc = run_feedline("download", url, "--out", str(tmp_path / "out"), env={"FEEDLINE_OUTAGE_S": "5"})
+    took = time.monotonic() - began
+    assert proc.returncode != 0
+    assert 5.0 <= took < 10.0, took
+    assert url in proc.stderr and "Connection refused" in proc.stderr, proc.stderr

@@ -31,9 +31,16 @@ from feedline.acquire.checkpoint import Checkpoint, hash_prefix, remove_quietly
 from feedline.acquire.errors import DownloadError
 from feedline.acquire.prefix import open_resume, resume_record
 from feedline.acquire.sources import Source, open_source
-from feedline.io import Body, RangeError, StoreError, TransientError, process_lock
+from feedline.io import (
+    Body,
+    RangeError,
+    StoreError,
+    StoreUnavailableError,
+    TransientError,
+    process_lock,
+)
 from feedline.io.atomic import install, remove_stale_temps
-from feedline.io.retry import DEFAULT_RETRY, RetryPolicy
+from feedline.io.retry import RetryPolicy, default_retry, retry_after
 from feedline.validate import check_int
 
 log = logging.getLogger(__name__)
@@ -114,7 +121,7 @@ def download_shard(
     storage_options: dict[str, Any] | None = None,
     checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
     buffer_bytes: int = DEFAULT_BUFFER_BYTES,
-    retry: RetryPolicy = DEFAULT_RETRY,
+    retry: RetryPolicy | None = None,
     on_bytes: Callable[[int], None] | None = None,
     lock_timeout_s: float = 0.0,
     fsync: bool = True,
@@ -130,7 +137,8 @@ def download_shard(
     by the other two. Their sum is always the bytes of ``dest`` on disk, so a bar fed by them
     never runs past the object's size.
     Transient failures (drops, 5xx, short bodies) are retried from the verified offset with
-    backoff; ``retry.attempts`` bounds consecutive failures without progress. Two processes
+    backoff for as long as the store's ``outage_s`` (a run of failures without progress that
+    lasted that long ends the download; ``retry.attempts`` bounds their count). Two processes
     never write the same ``dest``: the second fails after ``lock_timeout_s``.
 
     ``fsync=False`` skips flushing the data to disk before each checkpoint and before the final
@@ -148,7 +156,8 @@ def download_shard(
         checkpoint_bytes: fsync + checkpoint cadence: at most this much is fetched again after
             a crash (32 MiB).
         buffer_bytes: size of each read buffer of the hashing ring (256 KiB).
-        retry: backoff policy for transient failures.
+        retry: backoff policy for transient failures; ``None`` is the io default every store
+            uses (``$FEEDLINE_OUTAGE_S`` or 60 s), so a download gives up when its store does.
         on_bytes: progress callback, called with each number of bytes written.
         lock_timeout_s: how long to wait for another process writing the same ``dest``.
         fsync: wait for the disk before each checkpoint (see above).
@@ -178,7 +187,7 @@ def download_shard(
             expected_sha256=expected_sha256.lower() if expected_sha256 else None,
             checkpoint_bytes=checkpoint_bytes,
             buffer=bytearray(buffer_bytes),
-            retry=retry,
+            retry=retry or default_retry(),
             on_bytes=on_bytes,
             fsync=fsync,
             on_reused=on_reused,
@@ -251,6 +260,9 @@ class _Download:
         self.ckpt_pool = ThreadPoolExecutor(1, thread_name_prefix="feedline-ckpt")
         self.ckpt_future: Future[None] | None = None
         self.rng = random.Random()
+        #: when the current run of failures without progress began (its first attempt's start)
+        self.failing_since: float | None = None
+        self.attempt_began = time.monotonic()
 
     # -- entry -------------------------------------------------------------------------------
     def run(self) -> ShardResult:
@@ -381,6 +393,7 @@ class _Download:
         failures = 0
         while True:
             before = offset
+            self.attempt_began = time.monotonic()
             try:
                 body = open_resume(
                     self.source, offset, ckpt, lambda a, b: self._kept(handle, a, b), self.resume
@@ -439,14 +452,24 @@ class _Download:
         return 0
 
     def _failed(self, failures: int, exc: Exception, *, progressed: bool) -> int:
-        """Back off after a transient failure; give up after too many without progress."""
+        """Back off after a transient failure; give up once failures without progress have
+        lasted ``outage_s`` (counted from the start of the first failed attempt, so the time an
+        inner call spent retrying counts) or used up ``retry.attempts``."""
+        now = time.monotonic()
+        if progressed:
+            self.failing_since = now  # the attempt moved the offset: a new run starts here
+        elif self.failing_since is None:
+            self.failing_since = self.attempt_began
         failures = 1 if progressed else failures + 1
-        if failures >= self.retry.attempts:
+        failing = now - self.failing_since
+        left = self.retry.outage_s - failing
+        # a store that gave up (its outage clock passed outage_s) is not asked again and again
+        if failures >= self.retry.attempts or left <= 0 or isinstance(exc, StoreUnavailableError):
             raise DownloadError(
-                f"{self.source.url}: giving up after {failures} failed attempts ({exc}); "
-                f"rerun to resume from the verified offset"
+                f"{self.source.url}: giving up after {failures} failed attempts in {failing:.1f} s "
+                f"({exc}; outage_s={self.retry.outage_s:g}); rerun to resume from the verified offset"
             ) from None
-        pause = self.retry.delay(failures - 1, self.rng)
+        pause = min(max(self.retry.delay(failures - 1, self.rng), retry_after(exc)), left)
         log.info("%s: %s; retrying in %.2f s", self.source.url, exc, pause)
         time.sleep(pause)
         return failures

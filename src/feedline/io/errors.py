@@ -51,7 +51,13 @@ class RangeError(StoreError):
 
 
 class TransientError(StoreError):
-    """A failure that a retry may fix: connection reset, timeout, 429 or 5xx."""
+    """A failure that a retry may fix: connection reset, timeout, 429 or 5xx.
+
+    ``retry_after`` is the seconds a 429/503 asked the client to wait (``Retry-After``), if any:
+    retrying sooner only earns another refusal.
+    """
+
+    retry_after: float | None = None
 
 
 class StoreUnavailableError(TransientError):

@@ -192,6 +192,12 @@ def _cause(store: str, exc: BaseException) -> str:
     return rest if sep and ("://" in head or head.startswith(store)) else text
 
 
+def retry_after(exc: BaseException) -> float:
+    """The pause a failure's server asked for (``Retry-After``), 0 when it asked for none."""
+    value = getattr(exc, "retry_after", None)
+    return float(value) if isinstance(value, (int, float)) and value > 0 else 0.0
+
+
 #: An attempt begun with less time than this left is clipped by the deadline, not by the store.
 _CLIPPED_S = 0.25
 
@@ -235,7 +241,8 @@ def call_with_retries(
                 if before >= _CLIPPED_S:  # several attempts can fall in the clipped stretch
                     previous = exc
                 rng = rng or random.Random()
-                pause = min(policy.delay(attempt, rng), left)
+                # a server's Retry-After is honoured, up to the call's deadline (outage_s)
+                pause = min(max(policy.delay(attempt, rng), retry_after(exc)), left)
                 log.debug("%s failed (%s); retry %d in %.2f s", what, exc, attempt + 1, pause)
                 if store:
                     OUTAGES.pause(store, pause)

@@ -11,6 +11,7 @@ HEAD and streaming GETs on urllib3, each at most ``max_connections``), asks for
 from __future__ import annotations
 
 import base64
+import email.utils
 import http.client
 import threading
 import time
@@ -92,11 +93,18 @@ class HttpHead:
         return strong_etag(self.etag)
 
 
-def status_error(url: str, status: int, reason: str = "", content_range: str | None = None) -> StoreError:
+def status_error(
+    url: str,
+    status: int,
+    reason: str = "",
+    content_range: str | None = None,
+    retry_after: str | None = None,
+) -> StoreError:
     """The error for a non-success status: transient ones are retried, the rest fail at once.
 
     ``content_range`` is the answer's ``Content-Range``: a 416's states the object size, kept as
-    :attr:`RangeError.total`.
+    :attr:`RangeError.total`. ``retry_after`` is its ``Retry-After`` (seconds or an HTTP date),
+    kept as :attr:`TransientError.retry_after` for the retrying call to honour.
     """
     where = redact_url(url)
     text = f"{where}: HTTP {status}{(' ' + reason) if reason else ''}"
@@ -109,8 +117,26 @@ def status_error(url: str, status: int, reason: str = "", content_range: str | N
         size = "" if total is None else f" (object size {total})"
         return RangeError(f"{text}: requested range not satisfiable{size}", total)
     if status == 429 or status >= 500:
-        return TransientError(text)
+        error = TransientError(text)
+        error.retry_after = parse_retry_after(retry_after)
+        return error
     return StoreError(text)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """``Retry-After`` in seconds from now: delta-seconds or an HTTP date; ``None`` if unusable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 class HttpRangeClient:
@@ -198,7 +224,7 @@ class HttpRangeClient:
             if resp.status in (405, 501):
                 return self._head_by_get(url)
             if resp.status >= 300:
-                raise status_error(url, resp.status, resp.reason or "")
+                raise status_error(url, resp.status, resp.reason or "", None, resp.headers.get("Retry-After"))
             length = resp.headers.get("Content-Length")
             if length is None:
                 return self._head_by_get(url)
@@ -224,7 +250,13 @@ class HttpRangeClient:
             elif resp.status == 200 and resp.headers.get("Content-Length") is not None:
                 size, ranges = int(resp.headers["Content-Length"]), False
             else:
-                raise status_error(url, resp.status, resp.reason or "", resp.headers.get("Content-Range"))
+                raise status_error(
+                    url,
+                    resp.status,
+                    resp.reason or "",
+                    resp.headers.get("Content-Range"),
+                    resp.headers.get("Retry-After"),
+                )
             return HttpHead(size, resp.headers.get("ETag"), resp.headers.get("Last-Modified"), ranges)
         finally:
             if resp.status != 206:
@@ -310,7 +342,9 @@ class HttpRangeClient:
             else:
                 resp.read()
                 reuse = not resp.will_close
-                raise status_error(url, status, resp.reason or "", resp.getheader("Content-Range"))
+                raise status_error(
+                    url, status, resp.reason or "", resp.getheader("Content-Range"), resp.getheader("Retry-After")
+                )
             self._read_body(resp, url, skip, view, filled, end - start, self.pace(url))
             reuse = status == 206 and resp.isclosed() and not resp.will_close
         finally:

@@ -12,7 +12,7 @@ import io
 from typing import IO, Any
 
 from feedline.io.body import Body, ObjectValidator
-from feedline.io.errors import StoreError, TransientError
+from feedline.io.errors import StoreError, StoreUnavailableError, TransientError
 from feedline.io.http.client import HttpRangeClient, status_error
 from feedline.io.http.headers import http_date_to_epoch, parse_content_range
 from feedline.io.redact import redact_url
@@ -119,9 +119,14 @@ class HttpStore(Store):
             resp = self.client.request("GET", full, headers=headers, preload_content=False)
             if resp.status == 429 or resp.status >= 500:
                 _drop(resp)
-                raise status_error(full, resp.status, resp.reason or "")
+                raise status_error(full, resp.status, resp.reason or "", None, resp.headers.get("Retry-After"))
         except TransientError as exc:
-            OUTAGES.failed(store, exc, self.client.retry.outage_s)
+            outage_s = self.client.retry.outage_s
+            failing = OUTAGES.failed(store, exc, outage_s)
+            if failing >= outage_s:  # failing that long already (a size probe's retries count)
+                raise StoreUnavailableError(
+                    f"store {store} unavailable: {exc} (failing for {failing:.1f} s; outage_s={outage_s:g})"
+                ) from None
             raise
         OUTAGES.succeeded(store)
         try:
