@@ -69,6 +69,8 @@ class EpisodeDataset(EpisodeDatasetBase, Dataset):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._columns = self._load_rows()
+        if self.video_keys:  # build or check the MP4 sidecar here, once, not in every worker
+            self.frame_reader()
 
     def __len__(self) -> int:
         return self.num_frames

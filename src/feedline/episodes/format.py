@@ -506,14 +506,6 @@ def _read_parquet(store: Store, path: str, columns: Sequence[str] | None = None)
         raise EpisodeFormatError(f"{store.url(path)}: not found") from None
 
 
-def _parquet_names(store: Store, path: str) -> list[str]:
-    try:
-        with store.open(path) as handle, named_parquet_errors(store.url(path)):
-            return list(pq.ParquetFile(handle).schema_arrow.names)
-    except NotFoundError:
-        raise EpisodeFormatError(f"{store.url(path)}: not found") from None
-
-
 def read_tasks(store: Store) -> list[str]:
     """``meta/tasks.parquet`` as a list indexed by ``task_index``."""
     table = _read_parquet(store, TASKS_PATH)
@@ -603,28 +595,42 @@ def read_episode_table(
     ]
     tables = []
     for path in files:
-        names = _parquet_names(store, path)
-        wanted = [c for c in names if not c.startswith(STATS_PREFIX)]
-        missing = [c for c in base if c not in names]
-        for key in video_keys:
-            missing += [
-                c
-                for c in (
-                    f"videos/{key}/chunk_index",
-                    f"videos/{key}/file_index",
-                    f"videos/{key}/from_timestamp",
-                    f"videos/{key}/to_timestamp",
-                )
-                if c not in names
-            ]
-        if missing:
-            raise EpisodeFormatError(f"{store.url(path)}: missing column(s) {missing[:4]}")
-        part = _read_parquet(store, path, columns=wanted)
+        try:  # one open per file: its schema and the columns read come from the same footer
+            with store.open(path) as handle, named_parquet_errors(store.url(path)):
+                pf = pq.ParquetFile(handle, **VERIFY_PAGES)
+                names = list(pf.schema_arrow.names)
+                part = _episode_columns(store, path, pf, names, base, video_keys)
+        except NotFoundError:
+            raise EpisodeFormatError(f"{store.url(path)}: not found") from None
         tables.append(part.append_column(_FILE_COLUMN, pa.array([len(tables)] * part.num_rows, pa.int32())))
     if not tables:
         raise EpisodeFormatError(f"{store.url(EPISODES_DIR)}: no episode metadata files")
     with named_parquet_errors(store.url(EPISODES_DIR)):  # columns of unusable types
         return _episode_table(store, info, video_keys, tables, files, strict)
+
+
+def _episode_columns(
+    store: Store, path: str, pf: pq.ParquetFile, names: list[str], base: list[str],
+    video_keys: list[str],
+) -> pa.Table:
+    """The columns the readers need of one ``meta/episodes`` file (per-episode stats, most of
+    its bytes, are left for :meth:`DatasetMeta.episode_stats`)."""
+    wanted = [c for c in names if not c.startswith(STATS_PREFIX)]
+    missing = [c for c in base if c not in names]
+    for key in video_keys:
+        missing += [
+            c
+            for c in (
+                f"videos/{key}/chunk_index",
+                f"videos/{key}/file_index",
+                f"videos/{key}/from_timestamp",
+                f"videos/{key}/to_timestamp",
+            )
+            if c not in names
+        ]
+    if missing:
+        raise EpisodeFormatError(f"{store.url(path)}: missing column(s) {missing[:4]}")
+    return pf.read(columns=wanted)
 
 
 _FILE_COLUMN = "__feedline_file"  # which meta/episodes file a row came from (for messages)
