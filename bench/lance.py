@@ -23,7 +23,7 @@ Each run reads ``--samples`` samples (0: one whole epoch) and reports samples/s 
 included, and after the first batch: Lance's start-up - forkserver workers importing LeRobot,
 opening the tables - weighs on a short run), first batch, p95 batch wait, peak PSS per worker process, and batch diversity counted
 the same way on every side: the batches' ``episode_index`` fed to
-:class:`~feedline.episodes.schedule.diversity.BatchDiversity` (distinct episodes per batch, per 10
+:class:`~feedline.streaming.schedule.diversity.BatchDiversity` (distinct episodes per batch, per 10
 batches, share of episodes seen by 10 % of the epoch), beside an ideal global shuffle of the same
 episode lengths. The ratio feedline/Lance is the median of each round's ratio (back to back runs).
 A short warm-up run (320 samples) of each side precedes the rounds (feedline builds its sidecar
@@ -142,7 +142,7 @@ class TreePss:
 
 
 def _diversity(per_batch: list[np.ndarray], lengths: list[int], batch_size: int) -> dict[str, float]:
-    from feedline.episodes.schedule.diversity import BatchDiversity
+    from feedline.streaming.schedule.diversity import BatchDiversity
 
     diversity = BatchDiversity(batch_size)
     diversity.begin_epoch(len(lengths), sum(lengths))
@@ -243,7 +243,7 @@ def main() -> int:
 
     from tests.servers import run_nginx
 
-    from feedline.episodes.schedule.diversity import ideal_diversity
+    from feedline.streaming.schedule.diversity import ideal_diversity
 
     converted = convert_once(args)
     source = Path(args.cache_dir) / LEROBOT_DATASET

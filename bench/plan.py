@@ -47,8 +47,8 @@ def _rss_mb() -> float:
 
 
 def _anchors(strategy: str, lengths: np.ndarray, limit: int | None):
-    from feedline.episodes.schedule.plan import plan_shards_arrays
-    from feedline.episodes.schedule.pool import EpisodePool
+    from feedline.streaming.schedule.plan import plan_shards_arrays
+    from feedline.streaming.schedule.pool import EpisodePool
 
     plan = plan_shards_arrays(lengths, world_size=1, num_workers=0, seed=1000, epoch=0)
     order = plan.parts[0][0]
@@ -79,7 +79,7 @@ def phase(name: str, episodes: int, mean: int, quality_anchors: int) -> dict[str
         perm = np.random.default_rng(1000).permutation(total)
         out["checksum"] = float(perm[:10].sum())
     elif name == "plan":
-        from feedline.episodes.schedule.plan import plan_shards_arrays
+        from feedline.streaming.schedule.plan import plan_shards_arrays
 
         t = time.perf_counter()
         plan_shards_arrays(lengths, world_size=1, num_workers=0, seed=1000, epoch=0)
@@ -92,7 +92,7 @@ def phase(name: str, episodes: int, mean: int, quality_anchors: int) -> dict[str
         out["rank_imbalance"] = report.rank_imbalance
         out["worker_spread_frames"] = report.worker_spread
     elif name == "restripe":
-        from feedline.episodes.schedule.elastic import (
+        from feedline.streaming.schedule.elastic import (
             PoolMaker,
             Stage,
             remainder_after,
@@ -113,8 +113,8 @@ def phase(name: str, episodes: int, mean: int, quality_anchors: int) -> dict[str
         out["partial_episodes"] = len(due.frames)
         out["rank_imbalance"] = report.rank_imbalance
     elif name == "mixture":
-        from feedline.episodes.schedule.mixture import MixtureUnits, Quota, source_counts
-        from feedline.episodes.schedule.plan import plan_shards_arrays
+        from feedline.streaming.schedule.mixture import MixtureUnits, Quota, source_counts
+        from feedline.streaming.schedule.plan import plan_shards_arrays
 
         thirds = np.array_split(lengths, 3)  # three sources of a third of the episodes each
         sources = [dict(enumerate(part.tolist())) for part in thirds]

@@ -33,10 +33,10 @@ Every reader runs one epoch through a real ``DataLoader`` (2 workers, batch 16,
 On ``large`` the streaming reader also runs at several ``decoded_cache_gb`` limits.
 
 Batch diversity, per dataset and reader (the streaming reader's own ``metrics()``, the other
-readers counted here with the same :class:`~feedline.episodes.schedule.diversity.BatchDiversity`):
+readers counted here with the same :class:`~feedline.streaming.schedule.diversity.BatchDiversity`):
 distinct episodes per batch (mean, p5, min), per 10 consecutive batches, and the share of the
 episodes touched by 10 % of the epoch, each beside an ideal global shuffle of the same episode
-lengths (:func:`~feedline.episodes.schedule.diversity.ideal_diversity`).
+lengths (:func:`~feedline.streaming.schedule.diversity.ideal_diversity`).
 ``--repeats N`` runs every reader N times, interleaved, and reports the median run and the median
 of each round's ratios (rounds run back to back, so a load swing hits both sides of a ratio).
 Run: ``.venv/bin/python bench/streaming.py [--datasets small,lerobot-medium] [--lerobot-python PATH]
@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline.episodes.plan.measure import PssSampler  # the library's, also used by feedline plan
+from feedline.episodes.forecast.measure import PssSampler  # the library's, also used by feedline plan
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests/servers.py starts nginx the way the test suite does
@@ -179,7 +179,7 @@ def timed_epochs(loader: Any, epochs: int = 1, track: Any = None,
                  lengths: list[int] | None = None) -> dict[str, Any]:
     """Samples/s of the first epoch, its first batch, and every batch wait (all epochs); with
     ``lengths`` (the dataset's episode lengths) also the batches' diversity, counted here."""
-    from feedline.episodes.schedule.diversity import BatchDiversity
+    from feedline.streaming.schedule.diversity import BatchDiversity
 
     diversity = BatchDiversity(loader.batch_size)
     waits: list[float] = []
@@ -244,7 +244,7 @@ def run_streaming(url: str, args: argparse.Namespace, epochs: int = 2,
                   decoded_cache_gb: float | None = None, strategy: str | None = None) -> dict[str, Any]:
     from torch.utils.data import DataLoader
 
-    from feedline.episodes.schedule.diversity import DIVERSITY_METRICS
+    from feedline.streaming.schedule.diversity import DIVERSITY_METRICS
     from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 
     extra: dict[str, Any] = {} if decoded_cache_gb is None else {"decoded_cache_gb": decoded_cache_gb}
@@ -470,8 +470,8 @@ def main() -> int:
 
     from tests.servers import run_nginx
 
-    from feedline.episodes.schedule.diversity import ideal_diversity
-    from feedline.episodes.schedule.pool import STRATEGIES
+    from feedline.streaming.schedule.diversity import ideal_diversity
+    from feedline.streaming.schedule.pool import STRATEGIES
     from feedline.episodes.settings import DEFAULTS
 
     rows: list[str] = []

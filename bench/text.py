@@ -148,7 +148,7 @@ class MemmapWindows(__import__("torch").utils.data.IterableDataset):
 
 def worker_orders(ds, num_workers: int) -> list[np.ndarray]:
     """Per DataLoader worker, the (file, window) pairs TokenDataset's worker yields, in order."""
-    from feedline.episodes.schedule.plan import plan_shards_arrays
+    from feedline.streaming.schedule.plan import plan_shards_arrays
 
     due = ds.units.epoch(ds.epoch)
     plan = plan_shards_arrays(due.lengths, world_size=1, num_workers=num_workers, seed=ds.seed, epoch=ds.epoch).parts[0]

@@ -26,7 +26,7 @@ COMMAND_MODULES = (
     "feedline.text.cli",
     "feedline.episodes.cli",
     "feedline.episodes.doctor.cli",
-    "feedline.episodes.plan.cli",
+    "feedline.episodes.forecast.cli",
     "feedline.episodes.train.cli",
     "feedline.demo",
 )
@@ -46,7 +46,7 @@ COMMANDS = {
     "tokenize": "feedline.text.cli",
     "build-sidecar": "feedline.episodes.cli",
     "doctor": "feedline.episodes.doctor.cli",
-    "plan": "feedline.episodes.plan.cli",
+    "plan": "feedline.episodes.forecast.cli",
     "train": "feedline.episodes.train.cli",
     "demo": "feedline.demo",
 }

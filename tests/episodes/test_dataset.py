@@ -291,7 +291,7 @@ def test_source_arguments():
 
 
 def test_repo_ids_resolve_to_hub_urls():
-    from feedline.episodes.dataset import resolve_root
+    from feedline.episodes.mapstyle import resolve_root
 
     assert resolve_root("lerobot/pusht", None, "dataset", None) == "hf://datasets/lerobot/pusht"
     assert (

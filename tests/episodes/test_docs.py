@@ -13,7 +13,7 @@ import pytest
 
 import feedline.episodes
 from feedline.episodes.base import EpisodeDatasetBase
-from feedline.episodes.dataset import EpisodeDataset
+from feedline.episodes.mapstyle import EpisodeDataset
 
 # The map-style reader passes everything to the shared base; users read its docstring.
 DOCUMENTED_ON = {EpisodeDatasetBase: EpisodeDataset}
@@ -47,8 +47,8 @@ CLASSES = _public_classes()
 
 def test_the_walk_finds_the_classes_users_construct() -> None:
     names = {cls.__name__ for cls in CLASSES}
-    assert {"EpisodeDataset", "StreamingEpisodeDataset", "EpisodeByteCache", "EpisodePool",
-            "EpisodePipeline", "Sidecar", "VideoFrameReader"} <= names
+    assert {"EpisodeDataset", "StreamingEpisodeDataset", "ByteBudget", "EpisodePool",
+            "UnitPipeline", "Sidecar", "VideoFrameReader"} <= names
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__qualname__)

@@ -12,7 +12,7 @@ import pytest
 
 from feedline.episodes.base import EpisodeDatasetBase
 from feedline.episodes.errors import EpisodeTooLargeError, StreamingError
-from feedline.episodes.schedule.resume import ResumeSettings
+from feedline.streaming.schedule.resume import ResumeSettings
 from feedline.episodes.settings import (
     CLI_FLAGS,
     DEFAULT_SEED,

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from feedline.streaming.errors import PlanError, ResumeMismatchError, UnitTooLargeError
 from feedline.text import TextError, TokenDataset, TokenSource
 from feedline.text.windows import positions
 
@@ -153,23 +154,24 @@ def test_weights_share_the_epoch_size(tokens_root, second_root):
 def test_fetched_bytes_stay_within_the_budget(tokens_root):
     chunk_bytes = 8 * (SEQ + 1) * 2
     ds = TokenDataset(tokens_root, SEQ, chunk_windows=8, pool_size=4, prefetch_chunks=2,
-                      byte_budget_mb=6 * chunk_bytes / 2**20, return_index=True)
+                      byte_budget_gb=6 * chunk_bytes / 2**30, return_index=True)
     items = _epoch(ds, batch_size=8, num_workers=2)
     assert sorted(_ids(items)) == list(range(ds.windows))
     metrics = ds.metrics()
     assert 0 < metrics["peak_reserved_bytes"] <= 3 * chunk_bytes  # each worker holds half of six chunks
     assert metrics["samples"] == ds.windows and metrics["bytes_fetched"] == ds.windows * (SEQ + 1) * 2
-    with pytest.raises(TextError, match="a chunk of 64 windows of 32 tokens is 4,096 bytes, more than the byte"):
-        TokenDataset(tokens_root, SEQ, chunk_windows=64, byte_budget_mb=4000 / 2**20)
-    tight = TokenDataset(tokens_root, SEQ, chunk_windows=64, byte_budget_mb=5000 / 2**20)
-    with pytest.raises(TextError, match=r"one worker's share \(1/2\) of byte budget"):
+    with pytest.raises(UnitTooLargeError, match=r"chunk 0 needs 4\.000 KiB of tokens, more than the rank byte budget byte_budget_gb=.*smaller chunk_windows"):
+        TokenDataset(tokens_root, SEQ, chunk_windows=64, byte_budget_gb=4000 / 2**30)
+    with pytest.warns(DeprecationWarning, match="byte_budget_mb"):
+        tight = TokenDataset(tokens_root, SEQ, chunk_windows=64, byte_budget_mb=5000 / 2**20)
+    with pytest.raises(UnitTooLargeError, match=r"one DataLoader worker .*1/2 of the rank budget byte_budget_gb"):
         tight.worker_pipeline(tight._current_position(2, None), 2, 0)
 
 
 def test_bad_settings_are_one_line_errors(tokens_root, tmp_path):
     with pytest.raises(TextError, match="hold no window of seq_len"):
         TokenDataset(tokens_root, 10**7)
-    with pytest.raises(TextError, match="smaller chunk_windows"):
+    with pytest.raises(PlanError, match="smaller chunk_windows"):
         TokenDataset(tokens_root, SEQ, world_size=500, rank=0)
     with pytest.raises(TextError, match="no .ds token files"):
         TokenDataset(tmp_path, SEQ)
@@ -218,5 +220,5 @@ def test_a_mixture_resumes_sample_exactly_and_refuses_a_changed_weight(tokens_ro
     resumed = make(100)
     resumed.load_state_dict(state)
     assert taken + pairs(_epoch(resumed, batch_size=8, num_workers=2)) == full
-    with pytest.raises(TextError, match=r"cannot resume sample-exactly: .*mixture \(checkpoint '0:tokens: weight 1 = 800 windows; 1:tokens: choose 100"):
+    with pytest.raises(ResumeMismatchError, match=r"cannot resume sample-exactly: .*mixture \(checkpoint '0:tokens: weight 1 = 800 windows; 1:tokens: choose 100"):
         make(120).load_state_dict(state)

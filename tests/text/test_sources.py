@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from feedline.streaming.errors import MixtureError
 from feedline.text.errors import TextError
 from feedline.text.sources import TokenSource, as_sources
 
@@ -17,7 +18,7 @@ def test_the_forms_a_source_takes():
 
 
 def test_bad_sources_are_one_line_errors():
-    with pytest.raises(TextError, match="source web: give one of weight, repeat or choose, not weight and repeat"):
+    with pytest.raises(MixtureError, match="source web: give one of weight, repeat or choose, not weight and repeat"):
         as_sources([TokenSource("a/web", weight=1, repeat=2)], None)[0].quota  # noqa: B018
     with pytest.raises(TextError, match="a token source takes root, weight"):
         as_sources([{"root": "a", "wieght": 1}], None)

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 from feedline.lazy import lazy_exports
 
 _EXPORTS = {
-    "EpisodeDataset": "feedline.episodes.dataset",
+    "EpisodeDataset": "feedline.episodes.mapstyle",
     "StreamingEpisodeDataset": "feedline.episodes.stream.dataset",
     "EpisodesError": "feedline.episodes.errors",
-    "Mixture": "feedline.episodes.sources",
+    "Mixture": "feedline.episodes.mixture.sources",
     "MixtureError": "feedline.episodes.errors",
-    "Source": "feedline.episodes.sources",
+    "Source": "feedline.episodes.mixture.sources",
 }
 
 __all__ = [
@@ -29,9 +29,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from feedline.episodes.dataset import EpisodeDataset
     from feedline.episodes.errors import EpisodesError, MixtureError
-    from feedline.episodes.sources import Mixture, Source
+    from feedline.episodes.mapstyle import EpisodeDataset
+    from feedline.episodes.mixture.sources import Mixture, Source
     from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -1,6 +1,6 @@
 """Assemble one sample from one episode's rows and decoded frames, exactly as LeRobot 0.6.1 does.
 
-The map-style :class:`~feedline.episodes.dataset.EpisodeDataset` and the streaming reader both
+The map-style :class:`~feedline.episodes.mapstyle.EpisodeDataset` and the streaming reader both
 build samples here, from an :class:`EpisodeData` (the episode's Parquet rows plus where its
 frames live), so "streaming equals map-style" holds by construction. LeRobot's rules
 (``dataset_reader.py`` in 0.6.1):

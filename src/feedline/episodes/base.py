@@ -97,7 +97,7 @@ def column_to_numpy(column: pa.ChunkedArray) -> np.ndarray:
 class EpisodeDatasetBase:
     """One LeRobot v3 dataset root, opened and resolved (metadata, selection, windows, frames).
 
-    Takes every argument of :class:`~feedline.episodes.dataset.EpisodeDataset`, documented
+    Takes every argument of :class:`~feedline.episodes.mapstyle.EpisodeDataset`, documented
     there (on the class users construct), with the same defaults.
     """
 

@@ -19,12 +19,18 @@ line that exposes the same setting as a flag (``feedline train
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass
 
-from feedline.episodes.errors import StreamingError
-from feedline.validate import check_int
+from feedline.streaming.settings import (
+    DEFAULT_SEED,
+    NONE_SEED,
+    ReaderSettings,
+    Setting,
+    floor_field,
+    gib_bytes,
+    reader_field,
+    resolve_seed,
+)
 
 __all__ = [
     "CLI_FLAGS",
@@ -42,114 +48,17 @@ __all__ = [
     "settings_markdown",
 ]
 
-DEFAULT_SEED = 1000  # lerobot-train's default --seed: the same run config gives the same order
-NONE_SEED = 42  # seed=None must still agree on every rank/worker with no communication; 42 is
-# the seed LeRobot's StreamingLeRobotDataset uses when none is given
-
-
-def gib_bytes(gib: float) -> int:
-    """A ``*_gb`` setting (GiB) in bytes: the one place the unit is converted."""
-    return int(gib * 2**30)
-
-
-def resolve_seed(seed: Any) -> int:
-    """``None`` -> :data:`NONE_SEED`; otherwise a non-negative int."""
-    if seed is None:
-        return NONE_SEED
-    if isinstance(seed, bool) or not hasattr(seed, "__index__") or int(seed) < 0:
-        raise StreamingError(f"seed must be a non-negative integer or None, got {seed!r}")
-    return int(seed)
-
-
-def _strategy(value: Any) -> str:
-    from feedline.episodes.schedule.strategies import get_strategy  # numpy: only when checked
-
-    get_strategy(value, setting="sampling_strategy")
-    return value
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One row of the settings table.
-
-    Args:
-        keyword: the Python name: a :class:`StreamingSettings` field, a keyword the map-style
-            base takes, a storage option (``target="storage"``) or ``feedline train``'s own
-            (``target="train"``).
-        default: the production default (``None``: unset, or derived as ``shown`` says).
-        unit: what one unit of it is, and whether it is per rank or per worker.
-        flag: the ``feedline train`` flag.
-        help: one line for ``--help`` and the docs.
-        kind: the value's type: ``int``, ``float``, ``str``, ``bool`` or ``dict`` (JSON).
-        minimum: the smallest accepted value (numbers). Default ``None``: no bound.
-        above: the value must be greater than ``minimum``, not equal. Default ``False``.
-        optional: ``None`` is accepted (``--flag=null``). Default ``False``.
-        target: where the value goes: ``"dataset"``, ``"storage"`` or ``"train"``. Default
-            ``"dataset"``.
-        lerobot_flag: the flag is lerobot-train's own, which feedline reads from LeRobot's
-            config rather than parsing it. Default ``False``.
-        shown: the default as the docs say it, when a value alone does not. Default ``None``.
-        python: the Python spelling in the docs, when it is not ``keyword``. Default ``None``.
-        null_flag: the flag also takes ``null``: the default (``feedline train``'s, when it has
-            one). Default ``False``; always so when ``optional``.
-        order_key: the key under which the value enters a checkpoint's order settings (changing
-            it changes the anchor order). Default ``None``: it does not.
-        check: validates and normalises a value (else by ``kind`` and ``minimum``). Default
-            ``None``.
-    """
-
-    keyword: str
-    default: Any
-    unit: str
-    flag: str
-    help: str
-    kind: type
-    minimum: float | None = None
-    above: bool = False
-    optional: bool = False
-    target: str = "dataset"
-    lerobot_flag: bool = False
-    shown: str | None = None
-    python: str | None = None
-    null_flag: bool = False
-    order_key: str | None = None
-    check: Callable[[Any], Any] | None = None
-
-    def validate(self, value: Any) -> Any:
-        """``value`` checked and normalised, or a one-line ``StreamingError`` naming the keyword."""
-        if self.check is not None:
-            return self.check(value)
-        if value is None and self.optional:
-            return None
-        if self.kind is int:
-            return check_int(self.keyword, value, minimum=self.minimum, error=StreamingError)
-        if self.kind is float:
-            bound = self.minimum
-            if bound is not None and not (value > bound if self.above else value >= bound):
-                raise StreamingError(
-                    f"{self.keyword} must be {'>' if self.above else '>='} {bound:g}, got {value!r}"
-                )
-            return float(value)
-        if self.kind is bool:
-            return bool(value)
-        return value
-
-
-def _row(default: Any, **spec: Any) -> Any:
-    """A :class:`StreamingSettings` field whose row of the table is in its metadata."""
-    return field(default=default, metadata={"setting": spec})
-
 
 _POOL_FLAG = "--dataset.streaming_"
 
 
 @dataclass(frozen=True)
-class StreamingSettings:
+class StreamingSettings(ReaderSettings):
     """The streaming reader's own settings, validated once (see the module docstring).
 
     Every field is one keyword of :class:`~feedline.episodes.stream.dataset.StreamingEpisodeDataset`,
     documented there; each field's metadata holds its row of the table (:meth:`rows`). Per-rank
-    limits are split per worker by :class:`~feedline.episodes.schedule.slot.WorkerSlot`.
+    limits are split per worker by :class:`~feedline.streaming.schedule.slot.WorkerSlot`.
 
     Args:
         episode_pool_size: most whole episodes mixed per rank.
@@ -167,101 +76,62 @@ class StreamingSettings:
         replication: consecutive ranks that read identical samples (one data-parallel group).
     """
 
-    episode_pool_size: int = _row(
-        256, kind=int, minimum=1, unit="episodes per rank, /N per worker",
-        flag=_POOL_FLAG + "episode_pool_size", help="most whole episodes a worker mixes",
-        order_key="pool_size")
-    sampling_strategy: str = _row(
-        "spread", kind=str, unit="name", flag=_POOL_FLAG + "sampling_strategy",
+    episode_pool_size: int = floor_field(
+        "pool_size", 256, unit="episodes per rank, /N per worker",
+        flag=_POOL_FLAG + "episode_pool_size", help="most whole episodes a worker mixes")
+    sampling_strategy: str = floor_field(
+        "sampling_strategy", "spread", flag=_POOL_FLAG + "sampling_strategy",
         help="`spread`: each resident episode plays forward from a random frame, its frames "
              "evenly spaced over one shared stay (batches mix as many episodes as a global "
              "shuffle; each frame decoded once); `remaining`: draw weighted by remaining frames; "
              "`round_robin`: each round shuffle the resident episodes and take one shuffled "
-             "frame of each (episodes admitted mid-round join the next)",
-        order_key="strategy", check=_strategy)
-    prefetch_episodes: int = _row(
-        8, kind=int, minimum=0, unit="episodes per worker", flag=_POOL_FLAG + "prefetch_episodes",
+             "frame of each (episodes admitted mid-round join the next)")
+    prefetch_episodes: int = floor_field(
+        "prefetch", 8, unit="episodes per worker", flag=_POOL_FLAG + "prefetch_episodes",
         help="episodes prefetched per worker pool")
-    byte_budget_gb: float = _row(
-        8.0, kind=float, minimum=0, above=True, unit="GiB per rank, /N per worker",
-        flag=_POOL_FLAG + "byte_budget_gb",
-        help="most fetched payload (mini-MP4s + Parquet rows) held", order_key="byte_budget")
-    decode_threads: int = _row(
-        2, kind=int, minimum=1, unit="threads per worker", flag=_POOL_FLAG + "decode_threads",
+    byte_budget_gb: float = floor_field(
+        "byte_budget_gb", 8.0, flag=_POOL_FLAG + "byte_budget_gb",
+        help="most fetched payload (mini-MP4s + Parquet rows) held")
+    decode_threads: int = floor_field(
+        "assemble_threads", 2, minimum=1, flag=_POOL_FLAG + "decode_threads",
         help="sample-assembly and decode threads")
-    decoded_queue_size: int = _row(
-        8, kind=int, minimum=1, unit="samples per worker", flag=_POOL_FLAG + "decoded_queue_size",
+    decoded_queue_size: int = floor_field(
+        "queue_size", 8, flag=_POOL_FLAG + "decoded_queue_size",
         help="decoded samples buffered ahead, in schedule order")
-    decoded_cache_gb: float = _row(
+    decoded_cache_gb: float = reader_field(
         4.0, kind=float, minimum=0, unit="GiB per rank, /N per worker",
         flag=_POOL_FLAG + "decoded_cache_gb", null_flag=True,
         help="most decoded frames held; within it each resident frame is decoded once")
-    decoder_cache_size: int | None = _row(
+    decoder_cache_size: int | None = reader_field(
         None, kind=int, minimum=0, optional=True, unit="decoders per rank, /N per worker",
         flag="--dataset.video_decoder_cache_size", shown="2 × pool × cameras",
         help="open video decoders (LRU): two per resident episode and camera (one decoding "
              "forward, one filling the frames before where its first sample started)")
-    max_num_shards: int = _row(
-        16, kind=int, minimum=1, unit="episodes per worker", flag="--dataset.max_num_shards",
+    max_num_shards: int = floor_field(
+        "fetch_threads", 16, unit="episodes per worker", flag="--dataset.max_num_shards",
         null_flag=True,
         shown="16 (`feedline train`: `--num_workers`, at least 1)",
         help="episodes fetched in parallel")
-    seed: int | None = _row(
-        DEFAULT_SEED, kind=int, optional=True, unit="seed", flag="--seed", lerobot_flag=True,
+    seed: int | None = floor_field(
+        "seed", DEFAULT_SEED, flag="--seed", lerobot_flag=True,
         shown=f"{DEFAULT_SEED} (`None` / `--seed=null`: {NONE_SEED})",
-        help="with the epoch, the order of episodes and anchors", order_key="seed",
-        check=resolve_seed)
-    allow_order_change: bool = _row(
-        False, kind=bool, unit="flag", flag=_POOL_FLAG + "allow_order_change", target="train",
-        help="resume under other order settings at the nearest epoch boundary")
-    outage_s: float = _row(
-        60.0, kind=float, minimum=0, above=True, unit="seconds", flag=_POOL_FLAG + "outage_s",
+        help="with the epoch, the order of episodes and anchors")
+    allow_order_change: bool = floor_field(
+        "allow_order_change", False, flag=_POOL_FLAG + "allow_order_change", target="train")
+    outage_s: float = floor_field(
+        "outage_s", 60.0, flag=_POOL_FLAG + "outage_s",
         help="how long the store may be unreachable or failing (refused or reset connections, "
              "timeouts, 5xx, 429, S3 SlowDown) while reads are retried with backoff; past it "
              "the epoch stops with an error naming the store")
-    replication: int = _row(
-        1, kind=int, minimum=1, unit="ranks", flag=_POOL_FLAG + "replication",
+    replication: int = floor_field(
+        "replication", 1, flag=_POOL_FLAG + "replication",
         help="consecutive ranks that read the same samples (tensor or context parallelism); "
              "ownership and coverage count the world size / N data-parallel groups")
-
-    def __post_init__(self) -> None:
-        for row in self.rows():  # the one validation of every setting, in table order
-            object.__setattr__(self, row.keyword, row.validate(getattr(self, row.keyword)))
-
-    @classmethod
-    def rows(cls) -> tuple[Setting, ...]:
-        """This class's rows of the table, in field order."""
-        return tuple(
-            Setting(keyword=f.name, default=f.default, **f.metadata["setting"]) for f in fields(cls)
-        )
-
-    @property
-    def byte_budget_bytes(self) -> int:
-        """``byte_budget_gb`` in bytes: the budget of one rank, shared by its workers."""
-        return gib_bytes(self.byte_budget_gb)
 
     @property
     def decoded_cache_bytes(self) -> int:
         """``decoded_cache_gb`` in bytes: the decoded-frame limit of one rank."""
         return gib_bytes(self.decoded_cache_gb)
-
-    def order_settings(self) -> dict[str, Any]:
-        """The settings that fix the anchor order, as a checkpoint stores them: ``seed``,
-        ``strategy`` and the pool's (:attr:`pool_settings`)."""
-        return {"seed": self.seed, "strategy": self.sampling_strategy,
-                "pool_settings": self.pool_settings}
-
-    @property
-    def pool_settings(self) -> dict[str, Any]:
-        """Every pool knob that changes the anchor order, as a checkpoint stores it (bytes)."""
-        return {
-            row.order_key: self._converted(row) for row in self.rows()
-            if row.order_key is not None and row.order_key not in ("seed", "strategy")
-        }
-
-    def _converted(self, row: Setting) -> Any:
-        value = getattr(self, row.keyword)
-        return gib_bytes(value) if row.unit.startswith("GiB") else value
 
 
 #: The production defaults, as one value (``DEFAULTS.byte_budget_gb``).

@@ -45,11 +45,14 @@ class TokenCorpus:
         root: the ``--out`` folder of ``feedline tokenize`` (or a datatrove output folder).
         storage_options: for the store (``endpoint_url``, credentials ...). Default none.
         token_size: bytes per token when neither a manifest nor a ``.ds.metadata`` says.
+        outage_s: how long the store may fail transiently while reads are retried. Default
+            ``None``: the store's own default.
     """
 
     root: str
     storage_options: dict[str, Any] = field(default_factory=dict)
     token_size: int | None = None
+    outage_s: float | None = None
 
     def __post_init__(self) -> None:
         self.root = os.fspath(self.root)
@@ -71,6 +74,8 @@ class TokenCorpus:
                 self._store = open_store(self.root, **self.storage_options)
             except StoreError as exc:
                 raise TokenFileError(f"{redact_text(self.root)}: {exc}") from None
+            if self.outage_s is not None:
+                self._store.set_outage_s(self.outage_s)
             self._pid = os.getpid()
         return self._store
 

@@ -2,14 +2,14 @@
 
 The windows are datatrove's (:mod:`feedline.text.windows`); the schedule is the episode
 reader's, with chunks of consecutive windows in place of episodes: the shard plan deals whole
-chunks to ranks and DataLoader workers (:func:`~feedline.episodes.schedule.plan.plan_shards_arrays`),
-each worker's exact-coverage :class:`~feedline.episodes.schedule.pool.EpisodePool` mixes up to its
+chunks to ranks and DataLoader workers (:func:`~feedline.streaming.schedule.plan.plan_shards_arrays`),
+each worker's exact-coverage :class:`~feedline.streaming.schedule.pool.EpisodePool` mixes up to its
 share of ``pool_size`` chunks from across the corpus and yields every window once per epoch, the
-:class:`~feedline.episodes.stream.pipeline.EpisodePipeline` fetches chunk byte ranges ahead under the
-:class:`~feedline.episodes.schedule.admission.EpisodeByteCache`, and the checkpoint is the
-:class:`~feedline.episodes.schedule.resume.ConsumptionTracker`'s: sample-exact, and elastic across
+:class:`~feedline.streaming.pipeline.UnitPipeline` fetches chunk byte ranges ahead under the
+:class:`~feedline.streaming.budget.ByteBudget`, and the checkpoint is the
+:class:`~feedline.streaming.schedule.resume.ConsumptionTracker`'s: sample-exact, and elastic across
 world size, workers and batch size. Sources with ``weight``/``repeat``/``choose`` become
-:class:`~feedline.episodes.schedule.mixture.MixtureUnits`, whose per-epoch units the plan, pools and
+:class:`~feedline.streaming.schedule.mixture.MixtureUnits`, whose per-epoch units the plan, pools and
 resume take as they are::
 
     ds = TokenDataset("s3://bucket/tokens", seq_len=2048, storage_options={...})
@@ -33,23 +33,18 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset
 
-from feedline.episodes.errors import EpisodesError
-from feedline.episodes.schedule.admission import EpisodeByteCache
-from feedline.episodes.schedule.elastic import PoolMaker
-from feedline.episodes.schedule.mixture import MixtureUnits, source_counts
-from feedline.episodes.schedule.plan import plan_shards_arrays, resolve_rank_and_world
-from feedline.episodes.schedule.pool import fetch_order
-from feedline.episodes.schedule.resume import (
-    ResumePosition,
-    ResumeSettings,
-    rank_batch_counts,
-)
-from feedline.episodes.schedule.slot import WorkerSlot
-from feedline.episodes.settings import DEFAULT_SEED, gib_bytes, resolve_seed
-from feedline.episodes.stream.loop import TrackedReader
-from feedline.episodes.stream.pipeline import EpisodePipeline
+from feedline.streaming.budget import ByteBudget
+from feedline.streaming.errors import PlanError, StreamingError, UnitKind
+from feedline.streaming.pipeline import UnitPipeline
+from feedline.streaming.reader import StreamingReader
+from feedline.streaming.schedule.elastic import PoolMaker
+from feedline.streaming.schedule.mixture import MixtureUnits, source_counts
+from feedline.streaming.schedule.plan import plan_shards_arrays, resolve_rank_and_world
+from feedline.streaming.schedule.slot import WorkerSlot
+from feedline.streaming.settings import DEFAULT_SEED
 from feedline.text.corpus import TokenCorpus
 from feedline.text.errors import TextError
+from feedline.text.settings import TextSettings, renamed_keywords
 from feedline.text.sources import TokenSource, as_sources
 from feedline.text.windows import (
     ChunkTable,
@@ -120,7 +115,7 @@ def _assemble(span: int, labels: bool, with_positions: bool, with_index: bool, c
     return item
 
 
-class TokenDataset(TrackedReader, IterableDataset):
+class TokenDataset(StreamingReader, IterableDataset):
     """Windows of ``seq_len + 1`` tokens from token folders, each exactly once per epoch.
 
     Args:
@@ -133,29 +128,40 @@ class TokenDataset(TrackedReader, IterableDataset):
             (datatrove's). Default ``False``.
         return_index: also yield ``window_index``, the window's number in its source (files in
             order, as ``DatatroveFolderDataset`` numbers them), and ``source_index``. Default ``False``.
-        seed: with the epoch, seeds the plan, the pools and a mixture's cycles. Default 1000.
+        seed: with the epoch, seeds the plan, the pools and a mixture's cycles. Default 1000;
+            ``None`` uses the fixed streaming seed 42.
         rank, world_size: this process's rank and the number of ranks. Default: from
             ``torch.distributed`` when initialised, else ``RANK``/``WORLD_SIZE``, else 0 and 1.
         chunk_windows: consecutive windows fetched as one chunk (one ranged read). Default: about
             1 MiB of tokens.
         pool_size: chunks mixed at once per rank (each worker's pool holds 1/N). Default 64.
-        byte_budget_mb: MiB of fetched tokens held per rank (1/N per worker). Default 512.
+        byte_budget_gb: GiB of fetched tokens held per rank (1/N per worker), as the episode
+            reader's ``byte_budget_gb``. Default 0.5 (the old ``byte_budget_mb=512``).
         prefetch_chunks: chunks each worker fetches ahead of what its pool needs. Default 8.
         fetch_threads: ranged reads in flight per worker. Default 8.
-        assemble_threads: threads per worker cutting windows; 0 cuts them on the thread iterating the dataset (cheaper: a window is one slice). Default 0.
+        assemble_threads: threads per worker cutting windows; 0 cuts them on the thread iterating
+            the dataset (cheaper: a window is one slice). Default 0.
         queue_size: windows each worker holds ready ahead. Default 64.
-        strategy: the pool's strategy (``"remaining"`` or ``"round_robin"``). Default ``"remaining"``.
+        sampling_strategy: the pool's strategy (``"remaining"``, ``"round_robin"`` or
+            ``"spread"``). Default ``"remaining"``.
         epoch_size: windows per epoch over all sources, with ``weight`` sources. Default: the
             sum of the sources' windows.
         allow_order_change: resume a checkpoint of other order settings at the nearest epoch
             boundary instead of refusing it. Default ``False``.
+        outage_s: seconds the store may fail transiently while reads are retried; past it the
+            epoch stops with one line naming the store. Default 60.
+        replication: N consecutive ranks read identical windows (tensor or context
+            parallelism); the plan and the checkpoint count ``world_size // N`` groups. Default 1.
         storage_options: for the store of a root given as a path or URL. Default none.
         token_size: bytes per token of a folder with neither a manifest nor ``.ds.metadata``.
+        **renamed: ``byte_budget_mb`` and ``strategy``, the keywords of earlier releases
+            (accepted with a ``DeprecationWarning``).
     """
 
     PUBLISH_EVERY = 256
     READER_NAME = "the dataset"
     LOOP_ERROR = TextError
+    UNIT_KIND = UnitKind("chunk", "tokens", "a smaller chunk_windows")
 
     def __init__(
         self,
@@ -170,39 +176,38 @@ class TokenDataset(TrackedReader, IterableDataset):
         world_size: int | None = None,
         chunk_windows: int | None = None,
         pool_size: int = 64,
-        byte_budget_mb: float = 512,
+        byte_budget_gb: float | None = None,
         prefetch_chunks: int = 8,
         fetch_threads: int = 8,
         assemble_threads: int = 0,
         queue_size: int = 64,
-        strategy: str = "remaining",
+        sampling_strategy: str | None = None,
         epoch_size: int | None = None,
         allow_order_change: bool = False,
+        outage_s: float = 60.0,
+        replication: int = 1,
         storage_options: Mapping[str, Any] | None = None,
         token_size: int | None = None,
+        **renamed: Any,
     ) -> None:
         self.seq_len = check_int("seq_len", seq_len, minimum=1, error=TextError)
-        for name, value, minimum in (("pool_size", pool_size, 1), ("prefetch_chunks", prefetch_chunks, 0),
-                                     ("fetch_threads", fetch_threads, 1), ("assemble_threads", assemble_threads, 0),
-                                     ("queue_size", queue_size, 1)):
-            check_int(name, value, minimum=minimum, error=TextError)
-        if not byte_budget_mb > 0:
-            raise TextError(f"byte_budget_mb must be > 0, not {byte_budget_mb!r}")
+        given = {k: v for k, v in (("byte_budget_gb", byte_budget_gb),
+                                   ("sampling_strategy", sampling_strategy)) if v is not None}
+        self.settings = TextSettings(  # settings first: no I/O yet
+            pool_size=pool_size, prefetch_chunks=prefetch_chunks, fetch_threads=fetch_threads,
+            assemble_threads=assemble_threads, queue_size=queue_size, seed=seed,
+            allow_order_change=allow_order_change, outage_s=outage_s, replication=replication,
+            **renamed_keywords(renamed, given),
+        )
         self.labels, self.return_positions = bool(labels), bool(return_positions)
         self.return_index = bool(return_index)
-        try:
-            self.seed = resolve_seed(seed)
-        except EpisodesError as exc:
-            raise TextError(str(exc)) from None
         if rank is None and world_size is None:
             rank, world_size = resolve_rank_and_world()
-        self.slot = WorkerSlot(rank=rank or 0, world_size=world_size or 1)
-        self.pool_size, self.prefetch_chunks = pool_size, prefetch_chunks
-        self.fetch_threads, self.assemble_threads, self.queue_size = fetch_threads, assemble_threads, queue_size
-        self.strategy, self.allow_order_change = strategy, allow_order_change
-        self.byte_budget_gb = float(byte_budget_mb) / 1024
+        self.slot = WorkerSlot(rank=rank or 0, world_size=world_size or 1,
+                               replication=self.settings.replication)
         self.sources: list[TokenSource] = as_sources(root_or_sources, storage_options)
-        self.corpora = [TokenCorpus(s.root, dict(s.storage_options), token_size) for s in self.sources]
+        self.corpora = [TokenCorpus(s.root, dict(s.storage_options), token_size,
+                                    outage_s=self.settings.outage_s) for s in self.sources]
         widths = {c.token_bytes for c in self.corpora}
         self.chunk_windows = chunk_windows or default_chunk_windows(seq_len, max(widths))
         check_int("chunk_windows", self.chunk_windows, minimum=1, error=TextError)
@@ -220,28 +225,27 @@ class TokenDataset(TrackedReader, IterableDataset):
         self.source_names = names
         self.file_windows = [np.concatenate(([0], np.cumsum([windows_in(n, seq_len) for n in c.tokens])))
                              for c in self.corpora]
-        try:
-            counts = source_counts(windows, [s.quota for s in self.sources], epoch_size, names=names)
-            self.units = MixtureUnits([dict(enumerate(t.count.tolist())) for t in self.tables], counts,
-                                      seed=self.seed)
-        except EpisodesError as exc:
-            raise TextError(str(exc)) from None
+        counts = source_counts(windows, [s.quota for s in self.sources], epoch_size, names=names)
+        self.units = MixtureUnits([dict(enumerate(t.count.tolist())) for t in self.tables], counts,
+                                  seed=self.seed)
         self.counts = counts
         span_bytes = [(seq_len + 1) * c.token_bytes for c in self.corpora]
         self.unit_bytes = _UnitBytes(self.units, [t.count * b for t, b in zip(self.tables, span_bytes, strict=True)])
-        self.pool_maker = PoolMaker(strategy, pool_size, self.seed, self.units.epoch(0).lengths,
-                                    gib_bytes(self.byte_budget_gb), self.unit_bytes)
-        self._largest_chunk = max(int(t.count.max()) * b for t, b in zip(self.tables, span_bytes, strict=True))
-        self.check_budget(0)
+        self.pool_maker = PoolMaker(self.settings.sampling_strategy, self.settings.pool_size, self.seed,
+                                    self.units.epoch(0).lengths, self.rank_budget_bytes, self.unit_bytes)
+        largest = [int(np.argmax(t.count)) for t in self.tables]
+        self.slot.check_fits(  # before any fetch: one chunk alone over the rank's budget
+            {0: max(int(t.count[i]) * b for t, i, b in zip(self.tables, largest, span_bytes, strict=True))},
+            self.rank_budget_bytes, kind=self.UNIT_KIND)
         self.sampler_identity = self._identity()
         self.mixture = "" if self.units.plain else "; ".join(
             f"{name}: {s.quota.describe()} = {c} windows"
             for name, s, c in zip(names, self.sources, counts, strict=True))
         try:
-            plan_shards_arrays(self.units.epoch(0).lengths, world_size=self.world_size, num_workers=0,
+            plan_shards_arrays(self.units.epoch(0).lengths, world_size=self.data_world_size, num_workers=0,
                                seed=self.seed, epoch=0)
-        except EpisodesError as exc:
-            raise TextError(f"{exc} (here: chunks of {self.chunk_windows} windows; a smaller chunk_windows "
+        except PlanError as exc:
+            raise PlanError(f"{exc} (here: chunks of {self.chunk_windows} windows; a smaller chunk_windows "
                             "gives more chunks)") from None
         self._init_loop()
 
@@ -251,17 +255,19 @@ class TokenDataset(TrackedReader, IterableDataset):
         """Windows per epoch over every rank (a mixture's counts added up)."""
         return int(sum(self.counts))
 
+    def __getattr__(self, name: str) -> Any:
+        """Each setting reads as an attribute (``ds.byte_budget_gb``), from :attr:`settings`."""
+        settings = self.__dict__.get("settings")
+        if settings is not None and name in _SETTING_NAMES:
+            return getattr(settings, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def check_budget(self, num_workers: int) -> None:
         """Fail before any fetch when one chunk alone exceeds a worker's share of the budget."""
         slot = WorkerSlot(num_workers=num_workers)
-        rank_budget = gib_bytes(self.byte_budget_gb)
-        share = slot.share(rank_budget)
-        if self._largest_chunk > share:
-            whose = f"one worker's share (1/{slot.parts}) of" if slot.parts > 1 else "the"
-            raise TextError(
-                f"a chunk of {self.chunk_windows} windows of {self.seq_len + 1} tokens is {self._largest_chunk:,} "
-                f"bytes, more than {whose} byte budget ({share:,} of byte_budget_mb={rank_budget / 2**20:g}); "
-                "lower chunk_windows or raise byte_budget_mb")
+        span_bytes = [(self.seq_len + 1) * c.token_bytes for c in self.corpora]
+        largest = max(int(t.count.max()) * b for t, b in zip(self.tables, span_bytes, strict=True))
+        slot.check_fits({0: largest}, self.rank_budget_bytes, kind=self.UNIT_KIND)
 
     def _identity(self) -> str:
         h = hashlib.sha256(b"feedline.text.dataset/v1")
@@ -270,31 +276,17 @@ class TokenDataset(TrackedReader, IterableDataset):
             h.update(f"{corpus.identity()}\0{count}\0".encode())
         return h.hexdigest()[:32]
 
-    def resume_settings(self, batch_size: int, num_workers: int, drop_last: bool) -> ResumeSettings:
-        return ResumeSettings(
-            seed=self.seed, strategy=self.strategy,
-            pool_settings={"pool_size": self.pool_size, "byte_budget": gib_bytes(self.byte_budget_gb)},
-            world_size=self.world_size, batch_size=int(batch_size), num_workers=int(num_workers),
-            drop_last=bool(drop_last), sampler_identity=self.sampler_identity, mixture=self.mixture,
-        )
+    @property
+    def mixture_description(self) -> str:
+        return self.mixture
 
-    def _rank_plan(self, epoch: int | None) -> Any:
-        epoch = self.epoch if epoch is None else epoch
-        return plan_shards_arrays(self.units.epoch(epoch).lengths, world_size=self.world_size, num_workers=0,
-                                  seed=self.seed, epoch=epoch)
+    def epoch_lengths(self, epoch: int) -> Mapping[int, int]:
+        return self.units.epoch(epoch).lengths
 
     def rank_windows(self, epoch: int | None = None) -> int:
-        """Windows this rank yields in ``epoch`` (default: the current one)."""
-        return self._rank_plan(epoch).report.rank_frames[self.rank]
-
-    def batches_per_rank(self, batch_size: int, num_workers: int, drop_last: bool = False,
-                         epoch: int | None = None) -> list[int]:
-        """Batches every rank's DataLoader yields in ``epoch``: a DDP loop stops all at the min."""
-        return rank_batch_counts(self.units, self.resume_settings(batch_size, num_workers, drop_last),
-                                 epoch=self.epoch if epoch is None else epoch)
-
-    def __len__(self) -> int:
-        return self.rank_windows()
+        """Windows this rank yields in ``epoch`` (default: the current one; see
+        :meth:`~feedline.streaming.reader.StreamingReader.rank_samples`)."""
+        return self.rank_samples(epoch)
 
     def __repr__(self) -> str:
         roots = ", ".join(c.where() for c in self.corpora)
@@ -310,8 +302,8 @@ class TokenDataset(TrackedReader, IterableDataset):
         """Restore a checkpoint taken by :meth:`state_dict`; call before iterating."""
         try:
             super().restore_state(state)
-        except EpisodesError as exc:  # the scheduler's refusal, under the text part's root
-            raise TextError(f"TokenDataset checkpoint: {exc}") from None
+        except StreamingError as exc:  # the scheduler's refusal, naming this reader
+            raise type(exc)(f"TokenDataset checkpoint: {exc}") from None
 
     def metrics(self) -> dict[str, Any]:
         """Counters over every worker so far: ``samples`` (windows), ``bytes_fetched``,
@@ -319,36 +311,19 @@ class TokenDataset(TrackedReader, IterableDataset):
         ``peak_reserved_bytes`` (the most fetched bytes one worker held)."""
         return self._board.totals()
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_tracker"] = None
-        return state
-
     # ---- iteration -----------------------------------------------------------------------------
-    def worker_pipeline(self, position: ResumePosition, num_workers: int, worker_id: int) -> EpisodePipeline | None:
-        """The pipeline DataLoader worker ``worker_id`` runs (None when the plan leaves it idle)."""
-        due = position.remainder(self.units, self.pool_maker)
-        assert due is not None  # mixture units always come as a remainder
-        plan = plan_shards_arrays(due.lengths, world_size=self.world_size, num_workers=num_workers,
-                                  seed=self.seed, epoch=position.epoch).parts[self.rank]
-        part = position.part_for_worker(worker_id)
-        if part >= len(plan):
-            return None
-        order = [int(u) for u in plan[part]]
-        self.check_budget(num_workers)
-        cache = EpisodeByteCache.for_worker(byte_budget_gb=self.byte_budget_gb, pool_size=self.pool_size,
-                                            prefetch_episodes=self.prefetch_chunks, num_workers=num_workers)
-        cache.check_sizes({u: self.unit_bytes[u] for u in order})
-        pool = self.pool_maker(order, epoch=position.epoch, rank=self.rank, part=part,
-                               num_workers=num_workers, remainder=due)
-        pool.skip(position.offset_for_worker(worker_id))
-        units, windows = pool.take(pool.anchors_remaining)
-        return EpisodePipeline(
-            units, windows, fetch_order(units).tolist(), self.unit_bytes,
+    def make_pipeline(self, units: np.ndarray, anchors: np.ndarray, order: list[int], budget: ByteBudget,
+                      slot: WorkerSlot) -> UnitPipeline:
+        """Chunks fetched as one ranged read each, windows cut as slices of them."""
+        return UnitPipeline(
+            units, anchors, order, self.unit_bytes,
             fetch=functools.partial(_fetch, self.corpora, self.tables, self.file_windows, self.units,
                                     self.seq_len),
             assemble=functools.partial(_assemble, self.seq_len + 1, self.labels, self.return_positions,
                                        self.return_index),
-            cache=cache, max_num_shards=self.fetch_threads, decode_threads=self.assemble_threads,
-            decoded_queue_size=self.queue_size,
+            cache=budget, fetch_threads=self.settings.fetch_threads,
+            assemble_threads=self.settings.assemble_threads, queue_size=self.settings.queue_size,
         )
+
+
+_SETTING_NAMES = frozenset(row.keyword for row in TextSettings.rows())

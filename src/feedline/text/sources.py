@@ -1,10 +1,10 @@
 """Sources of a token mixture: one corpus each, with a ``weight``, ``repeat`` or ``choose``.
 
 The counts are the episode reader's mixture semantics
-(:func:`~feedline.episodes.schedule.mixture.source_counts`), counted in windows: ``choose`` is a
+(:func:`~feedline.streaming.schedule.mixture.source_counts`), counted in windows: ``choose`` is a
 number of windows per epoch, ``repeat`` a multiple of the source's windows, and ``weight``
 sources share what the others leave of ``epoch_size`` in proportion. Which windows fill a count
-is :class:`~feedline.episodes.schedule.mixture.MixtureUnits`'s rule: whole passes, then a window
+is :class:`~feedline.streaming.schedule.mixture.MixtureUnits`'s rule: whole passes, then a window
 of the source's seeded cycle of chunks that walks on from epoch to epoch.
 """
 
@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from feedline.episodes.schedule.mixture import Quota
+from feedline.streaming.errors import MixtureError
+from feedline.streaming.schedule.mixture import Quota
 from feedline.text.errors import TextError
 
 __all__ = ["TokenSource", "as_sources"]
@@ -43,12 +44,10 @@ class TokenSource:
 
     @property
     def quota(self) -> Quota:
-        from feedline.episodes.errors import MixtureError
-
         try:
             return Quota(weight=self.weight, repeat=self.repeat, choose=self.choose)
-        except MixtureError as exc:
-            raise TextError(f"source {self.label}: {exc}") from None
+        except MixtureError as exc:  # the floor's error, naming the source
+            raise MixtureError(f"source {self.label}: {exc}") from None
 
     @property
     def label(self) -> str:

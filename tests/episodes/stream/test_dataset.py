@@ -18,13 +18,13 @@ from torch.utils.data import DataLoader
 
 from feedline.episodes import EpisodeDataset
 from feedline.episodes.errors import EpisodeTooLargeError, ResumeMismatchError, StreamingError
-from feedline.episodes.schedule.plan import plan_shards
-from feedline.episodes.schedule.resume import ResumePosition
-from feedline.episodes.schedule.state import Stateful
+from feedline.streaming.schedule.plan import plan_shards
+from feedline.streaming.schedule.resume import ResumePosition
+from feedline.streaming.schedule.state import Stateful
 from feedline.episodes.stream import payload as payload_module
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset, decode_identity
-from tests.episodes.resume_harness import check_resume
+from tests.streaming.resume_harness import check_resume
 
 CAM0 = "observation.images.cam_0"
 DELTAS = {CAM0: [-0.2, -0.1, 0.0, 0.1], "action": [-0.1, 0.0, 0.2], "observation.state": [0.0]}

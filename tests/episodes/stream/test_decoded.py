@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 from feedline.episodes import EpisodeDataset
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset
-from tests.episodes.resume_harness import check_resume
+from tests.streaming.resume_harness import check_resume
 from tests.episodes.stream.test_dataset import (
     CAM0,
     DELTAS,

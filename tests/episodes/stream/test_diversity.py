@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from torch.utils.data import DataLoader
 
-from feedline.episodes.schedule.diversity import DIVERSITY_METRICS
+from feedline.streaming.schedule.diversity import DIVERSITY_METRICS
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import write_synthetic_dataset
 

@@ -17,9 +17,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from feedline.episodes.dataset import EpisodeDataset
+from feedline.episodes.mapstyle import EpisodeDataset
 from feedline.episodes.errors import MixtureError, ResumeMismatchError
-from feedline.episodes.sources import Source, load_mixture
+from feedline.episodes.mixture.sources import Source, load_mixture
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset, write_synthetic_dataset
 

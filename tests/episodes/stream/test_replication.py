@@ -19,7 +19,7 @@ from feedline.episodes.errors import StreamingError
 from feedline.episodes.settings import cli_message
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset, decode_identity
-from tests.episodes.resume_harness import check_resume, json_roundtrip
+from tests.streaming.resume_harness import check_resume, json_roundtrip
 from tests.episodes.stream.test_dataset import TrackedRun, _key, _unbatch
 
 CAM0 = "observation.images.cam_0"

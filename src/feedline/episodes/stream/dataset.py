@@ -1,12 +1,12 @@
 """``StreamingEpisodeDataset``: LeRobot v3 episodes streamed under a byte budget, sample-exact resume.
 
-Same constructor as :class:`~feedline.episodes.dataset.EpisodeDataset` plus the streaming knobs.
-Each epoch (``set_epoch``) this rank owns whole episodes (:func:`~feedline.episodes.schedule.plan.plan_shards`
-over ``rank``/``world_size``, default :func:`~feedline.episodes.schedule.plan.resolve_rank_and_world`);
+Same constructor as :class:`~feedline.episodes.mapstyle.EpisodeDataset` plus the streaming knobs.
+Each epoch (``set_epoch``) this rank owns whole episodes (:func:`~feedline.streaming.schedule.plan.plan_shards`
+over ``rank``/``world_size``, default :func:`~feedline.streaming.schedule.plan.resolve_rank_and_world`);
 each DataLoader worker serves one part through an exact-coverage
-:class:`~feedline.episodes.schedule.pool.EpisodePool`, fetching whole episodes (Parquet rows + mini-MP4
-bytes) under an :class:`~feedline.episodes.schedule.admission.EpisodeByteCache` and decoding samples on
-threads (:mod:`feedline.episodes.stream.pipeline`). Every sample equals the map-style dataset's sample of
+:class:`~feedline.streaming.schedule.pool.EpisodePool`, fetching whole episodes (Parquet rows + mini-MP4
+bytes) under an :class:`~feedline.streaming.budget.ByteBudget` and decoding samples on
+threads (:mod:`feedline.streaming.pipeline`). Every sample equals the map-style dataset's sample of
 the same frame; every selected frame is yielded exactly once per epoch over ranks and workers.
 
 Resume: the checkpoint counts what the training loop *consumed*, so iterate through
@@ -25,7 +25,7 @@ Image transforms run on the thread that iterates the dataset (the training threa
 each pass the training process publishes the epoch and each worker's resume offset in shared
 memory, and workers read it when their next pass starts.
 The dataset, its pool, tracker and pipeline share one checkpoint contract
-(:class:`~feedline.episodes.schedule.state.Stateful`).
+(:class:`~feedline.streaming.schedule.state.Stateful`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -42,28 +42,22 @@ from torch.utils.data import IterableDataset
 
 from feedline.episodes.base import EpisodeDatasetBase
 from feedline.episodes.errors import MixtureError, StreamingError
-from feedline.episodes.schedule.admission import EpisodeByteCache
-from feedline.episodes.schedule.diversity import BatchDiversity, DiversityReport, ideal_diversity
-from feedline.episodes.schedule.elastic import PoolMaker
-from feedline.episodes.schedule.plan import plan_shards_arrays, resolve_rank_and_world
-from feedline.episodes.schedule.pool import fetch_order
-from feedline.episodes.schedule.resume import (
-    ConsumptionTracker,
-    ResumePosition,
-    ResumeSettings,
-    rank_batch_counts,
-)
-from feedline.episodes.schedule.slot import WorkerSlot
+from feedline.episodes.mixture.feed import MixtureFeed, SingleFeed, open_mixture
+from feedline.episodes.mixture.sources import Mixture, Source
 from feedline.episodes.settings import DEFAULTS, StreamingSettings
-from feedline.episodes.sources import Mixture, Source
-from feedline.episodes.stream.batches import batch_episodes
-from feedline.episodes.stream.decoded import MAX_CURSORS_PER_SLOT, DecodedFrames
+from feedline.episodes.stream.decoded import MAX_CURSORS_PER_SLOT, DecodedCounters, DecodedFrames
 from feedline.episodes.stream.events import follow
-from feedline.episodes.stream.feed import MixtureFeed, SingleFeed, open_mixture
 from feedline.episodes.stream.inprocess import warn_in_process_threads
-from feedline.episodes.stream.loop import TrackedReader
-from feedline.episodes.stream.pipeline import EpisodePipeline
 from feedline.episodes.stream.source import StreamSource
+from feedline.streaming.batches import batch_episodes
+from feedline.streaming.budget import ByteBudget
+from feedline.streaming.pipeline import UnitPipeline
+from feedline.streaming.reader import StreamingReader
+from feedline.streaming.schedule.diversity import BatchDiversity, DiversityReport, ideal_diversity
+from feedline.streaming.schedule.elastic import PoolMaker
+from feedline.streaming.schedule.plan import plan_shards_arrays, resolve_rank_and_world
+from feedline.streaming.schedule.resume import ConsumptionTracker
+from feedline.streaming.schedule.slot import WorkerSlot
 
 __all__ = ["StreamingEpisodeDataset"]
 
@@ -71,7 +65,7 @@ log = logging.getLogger(__name__)
 _SETTING_NAMES = frozenset(f.name for f in fields(StreamingSettings))
 
 
-class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset):
+class StreamingEpisodeDataset(EpisodeDatasetBase, StreamingReader, IterableDataset):
     """Streaming LeRobot v3 dataset: whole episodes fetched under a byte budget, in seeded order.
 
     A *rank* is one training process of ``world_size``; it owns whole episodes and reads them
@@ -81,12 +75,12 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
 
     Args:
         repo_id: ``OWNER/NAME`` of a Hub dataset, as for
-            :class:`~feedline.episodes.dataset.EpisodeDataset`. Default ``None`` (give ``root``).
+            :class:`~feedline.episodes.mapstyle.EpisodeDataset`. Default ``None`` (give ``root``).
         episode_pool_size: most whole episodes mixed at once per rank; each worker's
             exact-coverage pool holds 1/N of them. Larger mixes more, holds more bytes.
             Default 32.
         sampling_strategy: how a worker's pool orders the frames of its resident episodes, a key
-            of :data:`~feedline.episodes.schedule.strategies.POOL_STRATEGIES`: ``"remaining"``
+            of :data:`~feedline.streaming.schedule.strategies.POOL_STRATEGIES`: ``"remaining"``
             (default) draws weighted by remaining frames; ``"round_robin"`` shuffles the resident
             episodes each round and takes one shuffled frame of each. Both yield every frame
             exactly once per epoch.
@@ -127,16 +121,16 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
             exact coverage and the checkpoint count the ``world_size // N`` data-parallel
             groups. ``world_size`` must be divisible by N. Default 1.
         sources: a mixture instead of one dataset: a list of
-            :class:`~feedline.episodes.sources.Source` (or dicts of its keys, or bare roots), or a
-            :class:`~feedline.episodes.sources.Mixture`. Each source gives exactly its count of
+            :class:`~feedline.episodes.mixture.sources.Source` (or dicts of its keys, or bare roots), or a
+            :class:`~feedline.episodes.mixture.sources.Mixture`. Each source gives exactly its count of
             anchors per epoch (``weight``, ``repeat`` or ``choose``); every sample carries
-            ``dataset_index``; keys are the union (see :mod:`feedline.episodes.union`). Give no
+            ``dataset_index``; keys are the union (see :mod:`feedline.episodes.mixture.union`). Give no
             ``repo_id``/``root``/``episodes`` with it. Default ``None``: one dataset.
         epoch_size: anchors per epoch over the sources (with ``sources``). Default ``None``: the
             sum of the sources' frames when some source has a weight, else of their counts.
         batching: with ``sources``, ``"random"``: sources mix as the pools draw them. Default
             ``"random"``.
-        **source_options: the arguments of :class:`~feedline.episodes.dataset.EpisodeDataset`
+        **source_options: the arguments of :class:`~feedline.episodes.mapstyle.EpisodeDataset`
             (``root``, ``repo_type``, ``revision``, ``episodes``, ``delta_timestamps``,
             ``tolerance_s``, ``return_uint8``, ``storage_options``, ``sidecar_lock_timeout_s``),
             with the same meaning, and: ``image_transforms`` runs on the thread iterating the
@@ -221,7 +215,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
             self.feed.epoch_lengths(0), world_size=self.data_world_size, num_workers=0,
             seed=self.seed, epoch=0,
         )
-        self._init_loop()
+        self._init_loop(counters=(DecodedCounters,))
         self._diversity = BatchDiversity()  # counted in the training process, per batch taken
 
     @property
@@ -252,11 +246,6 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
         return self.feed.units
 
     @property
-    def rank_budget_bytes(self) -> int:
-        """``byte_budget_gb`` in bytes: the budget of this rank, shared by its workers."""
-        return self.settings.byte_budget_bytes
-
-    @property
     def decoders_per_rank(self) -> int:
         """Open decoders per rank (``decoder_cache_size``; default 2 x pool x cameras)."""
         if self.settings.decoder_cache_size is not None:
@@ -268,44 +257,10 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
         """Every pool knob that changes the anchor order (the pool admits by bytes too)."""
         return self.settings.pool_settings
 
-    def resume_settings(self, batch_size: int, num_workers: int, drop_last: bool) -> ResumeSettings:
-        """Everything that fixes this rank's order and batches under a DataLoader's settings."""
-        return ResumeSettings.for_reader(
-            self.settings, world_size=self.data_world_size, batch_size=batch_size,
-            num_workers=num_workers, drop_last=drop_last, sampler_identity=self.sampler_identity,
-            mixture=self.feed.description,
-        )
-
-    def _remainder(self, position: ResumePosition) -> Any:
-        """What ``position``'s history left due (``None``: every frame of one dataset), kept:
-        the replay of an earlier topology is the costly part of an elastic resume, and the
-        reader ships it to its workers with itself."""
-        key = (position.epoch, position.history)
-        cache = self.__dict__.setdefault("_remainders", {})
-        if key not in cache:
-            cache.clear()
-            cache[key] = position.remainder(self.feed.units, self.pool_maker)
-        return cache[key]
-
-    def _due(self, epoch: int) -> Mapping[int, int]:
-        """Units of ``epoch`` still due for this reader: an elastic resume's remainder in the
-        epoch it resumed, else the whole epoch."""
-        tracker = self._tracker
-        position = self._position or (tracker.position if tracker is not None else None)
-        if position is not None and position.epoch == epoch and position.history:
-            return self._remainder(position).lengths
-        return self.feed.epoch_lengths(epoch)
-
-    def _rank_plan(self, epoch: int | None) -> Any:
-        epoch = self.epoch if epoch is None else epoch
-        return plan_shards_arrays(
-            self._due(epoch), world_size=self.data_world_size, num_workers=0,
-            seed=self.seed, epoch=epoch, groups=self.pool_maker.plan_groups,
-        )
-
     def rank_frames(self, epoch: int | None = None) -> int:
-        """Frames this rank yields in ``epoch`` (default: the current one)."""
-        return self._rank_plan(epoch).report.rank_frames[self.data_rank]
+        """Frames this rank yields in ``epoch`` (default: the current one; see
+        :meth:`~feedline.streaming.reader.StreamingReader.rank_samples`)."""
+        return self.rank_samples(epoch)
 
     def ideal_diversity(
         self, batch_size: int, drop_last: bool = False, epoch: int | None = None, *,
@@ -313,28 +268,12 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
     ) -> DiversityReport:
         """What an ideal global shuffle of this rank's episodes of ``epoch`` would give for the
         diversity keys of :meth:`metrics`, by simulation
-        (:func:`~feedline.episodes.schedule.diversity.ideal_diversity`): the figures to read the
+        (:func:`~feedline.streaming.schedule.diversity.ideal_diversity`): the figures to read the
         measured ones against, with the DataLoader's ``batch_size`` and ``drop_last``."""
         episodes = np.concatenate(self._rank_plan(epoch).parts[self.data_rank])
         due = self._due(self.epoch if epoch is None else epoch)
         lengths = [due[int(e)] for e in episodes]
         return ideal_diversity(lengths, batch_size, drop_last=drop_last, rounds=rounds, seed=seed)
-
-    def batches_per_rank(
-        self, batch_size: int, num_workers: int, drop_last: bool = False, epoch: int | None = None
-    ) -> list[int]:
-        """Batches every rank's DataLoader yields in ``epoch``, one entry per data-parallel group.
-
-        Ranks are balanced by frames, not made equal, so the counts can differ by a few; a DDP
-        loop stops every rank at ``min(...)`` so that no rank waits alone in a collective.
-        """
-        return rank_batch_counts(
-            self.feed.units, self.resume_settings(batch_size, num_workers, drop_last),
-            epoch=self.epoch if epoch is None else epoch, groups=self.pool_maker.plan_groups,
-        )
-
-    def __len__(self) -> int:
-        return self.rank_frames()
 
     def __repr__(self) -> str:
         return (
@@ -343,10 +282,6 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
         )
 
     # ---- epochs and resume -------------------------------------------------------------------
-
-    def _restored(self, position: ResumePosition) -> None:
-        if position.history:
-            self._remainder(position)  # once here, shipped to the workers with the reader
 
     def _epoch_started(self, loader: Any, tracker: ConsumptionTracker) -> None:
         self._diversity.batch_size = loader.batch_size
@@ -369,7 +304,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
 
         ``samples``, ``bytes_fetched``, ``episodes_fetched``, ``refill_stalls``,
         ``refill_stall_s`` and ``outside_fetches`` as in
-        :class:`~feedline.episodes.stream.pipeline.PipelineMetrics`;
+        :class:`~feedline.streaming.pipeline.PipelineMetrics`;
         ``peak_reserved_bytes`` is the largest byte reservation one worker held (its budget is
         ``rank_budget_bytes / num_workers``). Decoding
         (:class:`~feedline.episodes.stream.decoded.DecodedCounters`): ``decoded_frames``
@@ -378,7 +313,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
         when each frame is decoded once), ``decoder_opens`` and ``peak_decoded_bytes`` (the
         most decoded RGB bytes one worker held; its limit is ``decoded_cache_gb / num_workers``).
         Batch diversity, counted by :meth:`track` on the batches the loop took
-        (:class:`~feedline.episodes.schedule.diversity.DiversityReport`): ``diversity_batches``,
+        (:class:`~feedline.streaming.schedule.diversity.DiversityReport`): ``diversity_batches``,
         ``batch_episodes_mean`` / ``_p5`` / ``_min`` (distinct episodes per full batch),
         ``window_episodes_mean`` (per 10 consecutive batches) and ``early_episode_share`` (of
         the rank's episodes, touched by the first 10 % of an epoch); :meth:`ideal_diversity`
@@ -401,7 +336,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
         if isinstance(self.feed, MixtureFeed):  # each source drops its own store
             state = self.__dict__.copy()
         else:
-            state = super().__getstate__()
+            state = EpisodeDatasetBase.__getstate__(self)
         state["_tracker"] = None
         return state
 
@@ -410,55 +345,52 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
     def _in_process(self) -> None:
         warn_in_process_threads()
 
-    def worker_pipeline(
-        self, position: ResumePosition, num_workers: int, worker_id: int
-    ) -> EpisodePipeline | None:
-        """The pipeline DataLoader worker ``worker_id`` runs (None when the plan leaves it idle)."""
-        due = self._remainder(position)  # None: every frame of one dataset once
-        lengths: Mapping[int, int] = self.episode_lengths if due is None else due.lengths
-        world, rank = self.data_world_size, self.data_rank
+    def epoch_lengths(self, epoch: int) -> Mapping[int, int]:
+        return self.feed.epoch_lengths(epoch)
+
+    @property
+    def mixture_description(self) -> str:
+        return self.feed.description
+
+    @property
+    def unit_bytes(self) -> Mapping[int, int]:
+        """Payload bytes per unit (the floor's name for :attr:`episode_bytes`)."""
+        return self.episode_bytes
+
+    def _worker_world(self, lengths: Mapping[int, int]) -> tuple[Mapping[int, int], int, int]:
         only = self.__dict__.get("_only")
         if only is not None:  # a calibration run of `feedline plan`: these units, on this rank
-            lengths, world, rank = {u: lengths[u] for u in only}, 1, 0
-        plan = plan_shards_arrays(
-            lengths, world_size=world, num_workers=num_workers, seed=self.seed,
-            epoch=position.epoch, groups=self.pool_maker.plan_groups,
-        ).parts[rank]
-        part = position.part_for_worker(worker_id)
-        if part >= len(plan):
-            return None
-        order = [int(e) for e in plan[part]]
-        slot = replace(self.slot, num_workers=num_workers, worker_id=worker_id)
-        cache = EpisodeByteCache.for_worker(
-            byte_budget_gb=self.byte_budget_gb, pool_size=self.episode_pool_size,
-            prefetch_episodes=self.prefetch_episodes, num_workers=num_workers,
-        )
-        cache.check_sizes({ep: self.episode_bytes[ep] for ep in order})
+            return {u: lengths[u] for u in only}, 1, 0
+        return lengths, self.data_world_size, self.data_rank
+
+    def _check_worker(self, num_workers: int) -> None:
         if self.feed.stratified and not self._batch_size:
             raise StreamingError(
                 "batching='stratified' cuts each worker's batches itself: iterate with "
                 "`for batch in dataset.track(loader)` so that it knows the DataLoader's batch_size"
             )
-        pool = self.pool_maker(
-            order, epoch=position.epoch, rank=self.data_rank, part=part, num_workers=num_workers,
-            remainder=due, batch_size=self._batch_size,
-        )
-        cache.max_episodes = max(cache.max_episodes, pool.resident_limit + self.prefetch_episodes)
-        pool.skip(position.offset_for_worker(worker_id))
-        episodes, frames = pool.take(pool.anchors_remaining)
-        order = fetch_order(episodes).tolist()  # by first need: the first batch waits least
+
+    def _pool_options(self) -> dict[str, Any]:
+        return {"batch_size": self._batch_size}
+
+    def make_pipeline(
+        self, units: np.ndarray, anchors: np.ndarray, order: list[int], budget: ByteBudget,
+        slot: WorkerSlot,
+    ) -> UnitPipeline:
+        """Whole episodes fetched as mini-MP4s and Parquet rows, decoded into frames held in
+        the worker's share of ``decoded_cache_gb``, image transforms on the iterating thread."""
         decoded = DecodedFrames(
             slot.share(self.settings.decoded_cache_bytes, minimum=0),
             slot.share(self.decoders_per_rank),
         )
         self.feed.prepare()  # on this thread, not on the fetch threads
         fetch = functools.partial(self.feed.fetch, decoded)
-        return EpisodePipeline(
-            episodes, frames, order, self.episode_bytes, fetch=fetch,
-            assemble=self.feed.assemble, cache=cache,
-            max_num_shards=self.max_num_shards, decode_threads=self.decode_threads,
-            decoded_queue_size=self.decoded_queue_size, finish=self._transform,
-            decoded=decoded.counters,  # published with the pipeline's own metrics
+        return UnitPipeline(
+            units, anchors, order, self.episode_bytes, fetch=fetch,
+            assemble=self.feed.assemble, cache=budget,
+            fetch_threads=self.max_num_shards, assemble_threads=self.decode_threads,
+            queue_size=self.decoded_queue_size, finish=self._transform,
+            counters=(decoded.counters,),  # published with the pipeline's own metrics
         )
 
     @contextlib.contextmanager
@@ -479,5 +411,5 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, TrackedReader, IterableDataset
                     item[key] = self.image_transforms(item[key])
         return item
 
-    def _serve(self, pipeline: EpisodePipeline, worker_id: int) -> Iterator[Any]:
+    def _serve(self, pipeline: UnitPipeline, worker_id: int) -> Iterator[Any]:
         return follow(getattr(self, "event_log", None), pipeline, worker_id, self._batch_size)

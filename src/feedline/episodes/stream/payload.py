@@ -10,7 +10,7 @@ Once fetched, an :class:`EpisodePayload` decodes any of its frames without I/O: 
 mini-MP4 is decoded forward once by a persistent decoder and its RGB frames kept within the
 worker's decoded-frame limit (:mod:`feedline.episodes.stream.decoded`); the bytes decoded are
 the very samples the map-style reader decodes, so the pixels are the same.
-No threads here: :mod:`feedline.episodes.stream.pipeline` runs these calls on its fetch and decode threads.
+No threads here: :mod:`feedline.streaming.pipeline` runs these calls on its fetch and decode threads.
 """
 
 from __future__ import annotations

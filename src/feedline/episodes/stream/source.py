@@ -16,9 +16,7 @@ from typing import Any
 
 from feedline.episodes.base import EpisodeDatasetBase
 from feedline.episodes.errors import DeltaTimestampsError, MixtureError
-from feedline.episodes.schedule.mixture import MixtureUnits
-from feedline.episodes.schedule.resume import sampler_identity
-from feedline.episodes.sources import Source
+from feedline.episodes.mixture.sources import Source
 from feedline.episodes.stream.decoded import DecodedFrames
 from feedline.episodes.stream.payload import (
     EpisodePayload,
@@ -27,6 +25,8 @@ from feedline.episodes.stream.payload import (
     fetch_episode,
     parquet_layout,
 )
+from feedline.streaming.schedule.mixture import MixtureUnits
+from feedline.streaming.schedule.resume import sampler_identity
 
 __all__ = ["SourceReader", "StreamSource", "UnitBytes", "mixture_identity", "open_sources"]
 

@@ -177,8 +177,6 @@ class StreamingBridge:
 
         from feedline.episodes.base import resolve_root
         from feedline.episodes.format import read_info
-        from feedline.episodes.schedule.plan import plan_shards_arrays
-        from feedline.episodes.schedule.slot import worker_parts
         from feedline.episodes.stream.dataset import StreamingEpisodeDataset
         from feedline.episodes.train.view import (
             LeRobotStreamingView,
@@ -186,6 +184,8 @@ class StreamingBridge:
             use_imagenet_stats,
         )
         from feedline.io import open_store
+        from feedline.streaming.schedule.plan import plan_shards_arrays
+        from feedline.streaming.schedule.slot import worker_parts
 
         data = cfg.dataset
         if data.eval_split:
@@ -245,7 +245,7 @@ class StreamingBridge:
         if settings.get("report"):
             from pathlib import Path
 
-            from feedline.episodes.plan.measure import RunRecorder
+            from feedline.episodes.forecast.measure import RunRecorder
 
             folder = Path(settings["report"])
             self.recorder = RunRecorder(dataset, folder if dataset.rank == 0 else folder / f"rank-{dataset.rank}")
@@ -260,7 +260,7 @@ class StreamingBridge:
         from lerobot.datasets.factory import resolve_delta_timestamps
 
         from feedline.episodes.errors import MixtureError
-        from feedline.episodes.sources import load_mixture
+        from feedline.episodes.mixture.sources import load_mixture
         from feedline.episodes.stream.dataset import StreamingEpisodeDataset
         from feedline.episodes.train.view import lerobot_metadata
 
@@ -384,7 +384,7 @@ def run(args: TrainArgs, started: float | None = None) -> int:
     """Run lerobot-train's loop for ``args`` (feedline's reader when streaming); returns 0."""
     started = time.perf_counter() if started is None else started
     if args.settings.get("report"):  # a missing extra fails now, not after the training
-        from feedline.episodes.plan.plots import pyplot
+        from feedline.episodes.forecast.plots import pyplot
 
         pyplot()
     from lerobot.scripts import lerobot_train  # registers the policies, envs and rewards it parses

@@ -80,7 +80,7 @@ def _check_source(args: Any) -> None:
     mixture = args.settings.get("mixture") or _resumed_mixture(peeked.get("--config_path"))
     if mixture:  # the sources, each checked as a single root is
         from feedline.episodes.errors import MixtureError
-        from feedline.episodes.sources import load_mixture
+        from feedline.episodes.mixture.sources import load_mixture
 
         try:
             sources = load_mixture(mixture).sources

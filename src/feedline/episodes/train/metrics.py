@@ -43,8 +43,8 @@ log = logging.getLogger(__name__)
 _MIB = 2**20
 
 #: Reader counter (``StreamingEpisodeDataset.metrics()`` key: a field of the pipeline's or the
-#: decoders' counter dataclasses, :data:`feedline.episodes.stream.board.COUNTERS`, or of the
-#: batch diversity report, :data:`feedline.episodes.schedule.diversity.DIVERSITY_METRICS`) ->
+#: decoders' counter dataclasses, :data:`feedline.streaming.board.COUNTERS`, or of the
+#: batch diversity report, :data:`feedline.streaming.schedule.diversity.DIVERSITY_METRICS`) ->
 #: (meter key, log name, scale, reduction).
 COUNTERS: dict[str, tuple[str, str, float, str]] = {
     "refill_stalls": ("refill_stalls", "stalls", 1.0, "sum"),

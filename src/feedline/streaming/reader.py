@@ -1,0 +1,187 @@
+"""The reader skeleton both streaming readers stand on: plan, length, resume settings, workers.
+
+Why one class: the episode reader and the token reader deal units to ranks and workers, count
+a rank's samples and batches, build each worker's byte budget, pool and pipeline, and describe
+their order to a checkpoint in the same way; when each kept its own copy the copies drifted
+(after an elastic resume ``len()`` counted the whole epoch in one and the remainder in the
+other). A reader subclasses :class:`StreamingReader`, sets :attr:`settings` (a
+:class:`~feedline.streaming.settings.ReaderSettings`), :attr:`slot`, :attr:`pool_maker`,
+:attr:`unit_bytes` and :attr:`sampler_identity`, and supplies what differs: the units of an
+epoch (:meth:`epoch_lengths`), and how a worker fetches and assembles (:meth:`make_pipeline`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from feedline.streaming.budget import ByteBudget
+from feedline.streaming.errors import EPISODE_UNIT, UnitKind
+from feedline.streaming.loop import TrackedReader
+from feedline.streaming.pipeline import UnitPipeline
+from feedline.streaming.schedule.plan import ShardPlan, plan_shards_arrays
+from feedline.streaming.schedule.pool import fetch_order
+from feedline.streaming.schedule.resume import ResumePosition, ResumeSettings, rank_batch_counts
+from feedline.streaming.schedule.slot import WorkerSlot
+from feedline.streaming.settings import ReaderSettings
+
+__all__ = ["StreamingReader"]
+
+
+class StreamingReader(TrackedReader):
+    """What both streaming readers share (see the module docstring)."""
+
+    #: How the too-large error names this reader's unit and settings.
+    UNIT_KIND: ClassVar[UnitKind] = EPISODE_UNIT
+
+    settings: ReaderSettings
+    #: Payload bytes of every unit the plan deals.
+    unit_bytes: Mapping[int, int]
+    #: What the checkpoint compares to know the data is the same.
+    sampler_identity: str
+
+    # ---- what a reader supplies --------------------------------------------------------------
+
+    def epoch_lengths(self, epoch: int) -> Mapping[int, int]:
+        """``{unit: samples}`` of ``epoch`` (a mixture's units change with the epoch)."""
+        raise NotImplementedError
+
+    @property
+    def mixture_description(self) -> str:
+        """The checkpoint's ``mixture`` (empty for one source)."""
+        return ""
+
+    def make_pipeline(
+        self, units: np.ndarray, anchors: np.ndarray, order: list[int], budget: ByteBudget,
+        slot: WorkerSlot,
+    ) -> UnitPipeline:
+        """The pipeline serving ``units``/``anchors`` in order, fetching in ``order``."""
+        raise NotImplementedError
+
+    def _check_worker(self, num_workers: int) -> None:
+        """Refuse, before a worker fetches, what this reader cannot serve with ``num_workers``."""
+
+    def _worker_world(self, lengths: Mapping[int, int]) -> tuple[Mapping[int, int], int, int]:
+        """What a worker's plan deals, over which world, as which rank (a reader may narrow it)."""
+        return lengths, self.data_world_size, self.data_rank
+
+    def _pool_options(self) -> dict[str, Any]:
+        """Extra keywords of :attr:`pool_maker` (a stratified mixture's batch size)."""
+        return {}
+
+    # ---- the shared part ---------------------------------------------------------------------
+
+    @property
+    def allow_order_change(self) -> bool:  # type: ignore[override]
+        return bool(self.settings.value("allow_order_change"))
+
+    @property
+    def seed(self) -> int:
+        return int(self.settings.value("seed"))
+
+    @property
+    def rank_budget_bytes(self) -> int:
+        """The byte budget in bytes: the budget of this rank, shared by its workers."""
+        return self.settings.byte_budget_bytes
+
+    def resume_settings(self, batch_size: int, num_workers: int, drop_last: bool) -> ResumeSettings:
+        """Everything that fixes this rank's order and batches under a DataLoader's settings."""
+        return ResumeSettings.for_reader(
+            self.settings, world_size=self.data_world_size, batch_size=batch_size,
+            num_workers=num_workers, drop_last=drop_last, sampler_identity=self.sampler_identity,
+            mixture=self.mixture_description,
+        )
+
+    def _remainder(self, position: ResumePosition) -> Any:
+        """What ``position``'s history left due (``None``: every sample of one source), kept:
+        the replay of an earlier topology is the costly part of an elastic resume, and the
+        reader ships it to its workers with itself."""
+        key = (position.epoch, position.history)
+        cache = self.__dict__.setdefault("_remainders", {})
+        if key not in cache:
+            cache.clear()
+            cache[key] = position.remainder(self.plan_units, self.pool_maker)
+        return cache[key]
+
+    def _restored(self, position: ResumePosition) -> None:
+        if position.history:
+            self._remainder(position)  # once here, shipped to the workers with the reader
+
+    def _due(self, epoch: int) -> Mapping[int, int]:
+        """Units of ``epoch`` still due for this reader: an elastic resume's remainder in the
+        epoch it resumed, else the whole epoch."""
+        tracker = self._tracker
+        position = self._position or (tracker.position if tracker is not None else None)
+        if position is not None and position.epoch == epoch and position.history:
+            return self._remainder(position).lengths
+        return self.epoch_lengths(epoch)
+
+    def _rank_plan(self, epoch: int | None) -> ShardPlan:
+        epoch = self.epoch if epoch is None else epoch
+        return plan_shards_arrays(
+            self._due(epoch), world_size=self.data_world_size, num_workers=0,
+            seed=self.seed, epoch=epoch, groups=self.pool_maker.plan_groups,
+        )
+
+    def rank_samples(self, epoch: int | None = None) -> int:
+        """Samples this rank yields in ``epoch`` (default: the current one); after an elastic
+        resume, in its epoch, those still due."""
+        return self._rank_plan(epoch).report.rank_frames[self.data_rank]
+
+    def batches_per_rank(
+        self, batch_size: int, num_workers: int, drop_last: bool = False, epoch: int | None = None
+    ) -> list[int]:
+        """Batches every rank's DataLoader yields in ``epoch``, one entry per data-parallel group.
+
+        Ranks are balanced by samples, not made equal, so the counts can differ by a few; a DDP
+        loop stops every rank at ``min(...)`` so that no rank waits alone in a collective.
+        """
+        return rank_batch_counts(
+            self.plan_units, self.resume_settings(batch_size, num_workers, drop_last),
+            epoch=self.epoch if epoch is None else epoch, groups=self.pool_maker.plan_groups,
+        )
+
+    def __len__(self) -> int:
+        return self.rank_samples()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_tracker"] = None  # the training process's, never a worker's
+        return state
+
+    def worker_pipeline(
+        self, position: ResumePosition, num_workers: int, worker_id: int
+    ) -> UnitPipeline | None:
+        """The pipeline DataLoader worker ``worker_id`` runs (None when the plan leaves it idle)."""
+        due = self._remainder(position)  # None: every sample of one source once
+        lengths: Mapping[int, int] = self.plan_units if due is None else due.lengths
+        lengths, world, rank = self._worker_world(lengths)
+        plan = plan_shards_arrays(
+            lengths, world_size=world, num_workers=num_workers, seed=self.seed,
+            epoch=position.epoch, groups=self.pool_maker.plan_groups,
+        ).parts[rank]
+        part = position.part_for_worker(worker_id)
+        if part >= len(plan):
+            return None
+        order = [int(u) for u in plan[part]]
+        slot = replace(self.slot, num_workers=num_workers, worker_id=worker_id)
+        settings = self.settings
+        prefetch = int(settings.value("prefetch"))
+        budget = ByteBudget.for_worker(
+            byte_budget_gb=settings.value("byte_budget_gb"),
+            pool_size=settings.value("pool_size"), prefetch=prefetch,
+            num_workers=num_workers, kind=self.UNIT_KIND,
+        )
+        budget.check_sizes({u: self.unit_bytes[u] for u in order})
+        self._check_worker(num_workers)
+        pool = self.pool_maker(
+            order, epoch=position.epoch, rank=self.data_rank, part=part, num_workers=num_workers,
+            remainder=due, **self._pool_options(),
+        )
+        budget.max_episodes = max(budget.max_episodes, pool.resident_limit + prefetch)
+        pool.skip(position.offset_for_worker(worker_id))
+        units, anchors = pool.take(pool.anchors_remaining)
+        return self.make_pipeline(units, anchors, fetch_order(units).tolist(), budget, slot)

@@ -1,0 +1,297 @@
+"""Elastic resume: which anchors of an epoch are still due after runs of other topologies.
+
+Why: a checkpoint taken with W ranks, K DataLoader workers and batch size B must resume under
+W', K', B' in the middle of the epoch without repeating or skipping an anchor. The checkpoint
+stays a few integers: one :class:`Stage` per topology the epoch ran under (W, K, B, drop_last
+and the batches each rank consumed). Ranks step in lockstep (``lerobot-train`` takes the same
+number of batches on every rank), so one rank's count is every rank's, capped at a rank's own
+batches.
+
+What is due is a pure function of (episode lengths, seed, epoch, stages): starting from every
+frame of the epoch, each stage plans the frames still due over its topology
+(:func:`~feedline.streaming.schedule.plan.plan_shards_arrays` weighted by due frames), replays
+each of its (rank, worker) pools up to the anchors the loader had delivered
+(:mod:`~feedline.streaming.schedule.loader`), and removes them (:func:`remainder_after`). The next
+stage plans what is left the same way, so a partly consumed episode stays whole: its due frames
+go to one worker, whose pool yields just those (``EpisodePool(frames=...)``). With no stage the
+remainder is the whole epoch and the plan is the ordinary one, so a resume that changes nothing
+is the sample-exact resume it always was.
+
+How the reader calls it::
+
+    make_pool = PoolMaker(strategy, pool_size, seed, lengths, byte_budget, episode_bytes)
+    due = remainder_after(lengths, stages, seed=seed, epoch=epoch, make_pool=make_pool)
+    plan = stage_plan(due, world_size=W2, num_workers=K2, seed=seed, epoch=epoch)
+    pool = make_pool(plan.parts[rank][part], epoch=epoch, rank=rank, part=part,
+                     num_workers=K2, remainder=due)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import astuple, dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from feedline.streaming.schedule.loader import batches_per_worker, worker_offsets
+from feedline.streaming.schedule.plan import EpisodeLengths, ShardPlan, plan_shards_arrays
+from feedline.streaming.schedule.pool import EpisodePool
+from feedline.streaming.schedule.slot import WorkerSlot, worker_parts
+from feedline.streaming.schedule.stratified import StratifiedPool, split_share
+
+__all__ = [
+    "MAX_STAGES",
+    "EpochUnits",
+    "PoolMaker",
+    "Remainder",
+    "Stage",
+    "consumed_anchors",
+    "consumed_by_worker",
+    "epoch_start",
+    "remainder_after",
+    "stage_plan",
+    "subtract",
+]
+
+#: Most topologies one epoch may run under (the shared control block holds this many).
+MAX_STAGES = 16
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stretch of an epoch under one topology: what its ranks had consumed when it ended.
+
+    Args:
+        world_size: ranks.
+        num_workers: DataLoader workers per rank (0: in process).
+        batch_size: samples per batch.
+        drop_last: whether each worker's partial last batch was dropped.
+        batches: batches every rank consumed (lockstep; a rank with fewer took all of its own).
+    """
+
+    world_size: int
+    num_workers: int
+    batch_size: int
+    drop_last: bool
+    batches: int
+
+    def to_list(self) -> list[int]:
+        """The checkpoint form: five integers."""
+        return [int(v) for v in astuple(self)]
+
+    @classmethod
+    def from_list(cls, values: Sequence[int]) -> Stage:
+        w, k, b, drop, n = (int(v) for v in values)
+        return cls(w, k, b, bool(drop), n)
+
+    def describe(self) -> str:
+        return f"{self.world_size} rank(s) x {self.num_workers} worker(s) x batch {self.batch_size}"
+
+
+@dataclass(frozen=True)
+class Remainder:
+    """The anchors of an epoch still due.
+
+    Args:
+        lengths: every episode with a due frame -> how many are due.
+        frames: partly consumed episodes only -> their due frame indices, sorted.
+    """
+
+    lengths: dict[int, int]
+    frames: dict[int, np.ndarray]
+
+    @classmethod
+    def whole(cls, episode_lengths: Mapping[int, int]) -> Remainder:
+        return cls(dict(episode_lengths), {})
+
+    @property
+    def total(self) -> int:
+        return sum(self.lengths.values())
+
+    def due(self, episode: int) -> np.ndarray:
+        """The due frame indices of ``episode``."""
+        part = self.frames.get(episode)
+        return np.arange(self.lengths[episode], dtype=np.int64) if part is None else part
+
+
+@runtime_checkable
+class EpochUnits(Protocol):
+    """Units that change from epoch to epoch (a mixture's copies and extras windows,
+    :class:`~feedline.streaming.schedule.mixture.MixtureUnits`): ``epoch(n)`` gives epoch ``n``'s."""
+
+    def epoch(self, epoch: int) -> Remainder: ...
+
+
+def epoch_start(units: Mapping[int, int] | EpochUnits, epoch: int) -> Remainder:
+    """Every anchor of ``epoch`` before anything is consumed: the whole of a fixed selection
+    (episode index -> frames), or what an :class:`EpochUnits` gives for that epoch."""
+    if isinstance(units, EpochUnits):
+        return units.epoch(epoch)
+    return Remainder.whole(units)
+
+
+@dataclass(frozen=True)
+class PoolMaker:
+    """How every worker of a run builds its pool: the reader, its tracker and the replay share it.
+
+    Args:
+        strategy: the pool strategy's name.
+        pool_size: episodes resident per rank (each worker holds its share).
+        seed: the resolved order seed.
+        episode_lengths: frames per selected episode.
+        byte_budget: payload bytes resident per rank, with ``episode_bytes``. Default ``None``.
+        episode_bytes: each episode's payload size, to admit by bytes too. Default ``None``.
+        groups: maps units to their source, for a mixture whose plan deals every source on its
+            own. Default ``None``.
+        stratified: each worker runs one pool per source and interleaves them by per-batch
+            quotas (:mod:`~feedline.streaming.schedule.stratified`); needs ``groups`` and the
+            batch size. Default ``False``.
+    """
+
+    strategy: str
+    pool_size: int
+    seed: int
+    episode_lengths: Mapping[int, int]
+    byte_budget: int | None = None
+    episode_bytes: Mapping[int, int] | None = None
+    groups: Callable[[np.ndarray], np.ndarray] | None = None
+    stratified: bool = False
+
+    @property
+    def plan_groups(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """What the plan deals on its own: each source, when the batches are stratified."""
+        return self.groups if self.stratified else None
+
+    def __call__(
+        self, order: Sequence[int] | np.ndarray, *, epoch: int, rank: int, part: int,
+        num_workers: int, remainder: Remainder | None = None, batch_size: int | None = None,
+    ) -> EpisodePool | StratifiedPool:
+        """The pool of plan part ``part`` of ``rank`` (over ``remainder``'s due frames); a
+        stratified mixture's needs the ``batch_size`` its batches are cut with."""
+        slot = WorkerSlot(num_workers=num_workers)
+        by_bytes = self.episode_bytes is not None and self.byte_budget is not None
+        lengths = self.episode_lengths if remainder is None else remainder.lengths
+        common = dict(
+            strategy=self.strategy, seed=self.seed, epoch=epoch, rank=rank, worker=part,
+            frames=None if remainder is None else remainder.frames,
+        )
+        pool_size = slot.share(self.pool_size)
+        budget = slot.share(self.byte_budget) if by_bytes else None  # type: ignore[arg-type]
+        if not (self.stratified and self.groups is not None):
+            return EpisodePool(
+                order, lengths, pool_size=pool_size,
+                episode_bytes=self.episode_bytes if by_bytes else None, byte_budget=budget,
+                **common,  # type: ignore[arg-type]
+            )
+        order = np.asarray(order, dtype=np.int64)
+        group = np.asarray(self.groups(order), dtype=np.int64)
+        present = np.unique(group).tolist()
+        members = [order[group == g] for g in present]
+        sizes = split_share(pool_size, [m.size for m in members])
+        nbytes = [sum(self.episode_bytes[int(u)] for u in m) for m in members] if by_bytes else []
+        budgets = split_share(budget, nbytes) if by_bytes and budget else [None] * len(members)
+        pools = [
+            EpisodePool(
+                m, lengths, pool_size=size, episode_bytes=self.episode_bytes if by_bytes else None,
+                byte_budget=b, substream=1 + g, **common,  # type: ignore[arg-type]
+            )
+            for m, size, b, g in zip(members, sizes, budgets, present, strict=True)
+        ]
+        return StratifiedPool(pools, batch_size or 0)
+
+
+def stage_plan(
+    remainder: Remainder, *, world_size: int, num_workers: int, seed: int, epoch: int,
+    groups: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> ShardPlan:
+    """The shard plan of the due frames: whole (due parts of) episodes, balanced by due frames
+    (each of ``groups`` on its own, for a stratified mixture)."""
+    lengths: EpisodeLengths = remainder.lengths
+    return plan_shards_arrays(
+        lengths, world_size=world_size, num_workers=num_workers, seed=seed, epoch=epoch,
+        groups=groups,
+    )
+
+
+def consumed_by_worker(
+    remainder: Remainder, stage: Stage, *, seed: int, epoch: int, make_pool: PoolMaker
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Per (rank, worker) of ``stage``, the (episodes, frames) its loader had delivered.
+
+    Replayed from the pure schedule; one worker at a time, so memory holds one worker's share.
+    """
+    plan = stage_plan(
+        remainder, world_size=stage.world_size, num_workers=stage.num_workers, seed=seed,
+        epoch=epoch, groups=make_pool.plan_groups,
+    )
+    parts = worker_parts(stage.num_workers)
+    for rank, frames_of in enumerate(plan.report.worker_frames):
+        counts = list(frames_of) + [0] * (parts - len(frames_of))
+        total = sum(batches_per_worker(counts, stage.batch_size, stage.drop_last))
+        offsets = worker_offsets(counts, stage.batch_size, stage.drop_last,
+                                 min(stage.batches, total))
+        for part, offset in enumerate(offsets):
+            if offset:
+                pool = make_pool(plan.parts[rank][part], epoch=epoch, rank=rank, part=part,
+                                 num_workers=stage.num_workers, remainder=remainder,
+                                 batch_size=stage.batch_size)
+                yield pool.take(offset)
+
+
+def consumed_anchors(
+    remainder: Remainder, stage: Stage, *, seed: int, epoch: int, make_pool: PoolMaker
+) -> tuple[np.ndarray, np.ndarray]:
+    """(episodes, frames) every rank of ``stage`` had consumed, replayed from the pure schedule."""
+    chunks = list(consumed_by_worker(remainder, stage, seed=seed, epoch=epoch,
+                                     make_pool=make_pool))
+    if not chunks:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])
+
+
+def subtract(remainder: Remainder, episodes: np.ndarray, frames: np.ndarray) -> Remainder:
+    """``remainder`` without the given anchors (each must be due; none twice)."""
+    out = Remainder(dict(remainder.lengths), dict(remainder.frames))
+    _remove(out, episodes, frames)
+    return out
+
+
+def _remove(remainder: Remainder, episodes: np.ndarray, frames: np.ndarray) -> None:
+    """Remove the given anchors from ``remainder`` in place (a worker's episodes are its own,
+    so no episode is split over two calls of one stage)."""
+    if episodes.size == 0:
+        return
+    order = np.lexsort((frames, episodes))
+    episodes, frames = episodes[order], frames[order]
+    touched, starts, taken = np.unique(episodes, return_index=True, return_counts=True)
+    lengths, partial = remainder.lengths, remainder.frames
+    for episode, start, n in zip(touched.tolist(), starts.tolist(), taken.tolist(), strict=True):
+        if n == lengths[episode]:  # wholly consumed
+            del lengths[episode]
+            partial.pop(episode, None)
+            continue
+        due = remainder.due(episode)
+        keep = np.ones(due.size, dtype=bool)
+        keep[np.searchsorted(due, frames[start : start + n])] = False
+        lengths[episode] = int(keep.sum())
+        partial[episode] = due[keep]
+
+
+def remainder_after(
+    episode_lengths: Mapping[int, int] | EpochUnits, stages: Sequence[Stage], *, seed: int,
+    epoch: int, make_pool: PoolMaker,
+) -> Remainder:
+    """The anchors of ``epoch`` still due after ``stages`` ran in turn (see the module docstring);
+    ``episode_lengths`` is a fixed selection or the :class:`EpochUnits` of a mixture."""
+    remainder = epoch_start(episode_lengths, epoch)
+    for stage in stages:
+        if not remainder.lengths:
+            break
+        # a stage's plan reads the remainder before it: remove into a copy
+        after = Remainder(dict(remainder.lengths), dict(remainder.frames))
+        for eps, frames in consumed_by_worker(remainder, stage, seed=seed, epoch=epoch,
+                                              make_pool=make_pool):
+            _remove(after, eps, frames)
+        remainder = after
+    return remainder

@@ -1,0 +1,71 @@
+"""``TokenDataset``'s settings: the floor's rows under the token reader's keywords, and its own.
+
+Why a table: the knobs the scheduler reads (pool, strategy, prefetch, byte budget, threads,
+queue, seed, outage, replication) are the floor's rows (:data:`~feedline.streaming.settings.FLOOR_ROWS`),
+with the same unit and checks as the episode reader's: the byte budget is ``byte_budget_gb`` in
+both. Keywords an earlier release took (``byte_budget_mb``, ``strategy``) still work, with a
+warning naming the new one.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from feedline.streaming.settings import DEFAULT_SEED, ReaderSettings, floor_field
+
+__all__ = ["TextSettings", "renamed_keywords"]
+
+
+@dataclass(frozen=True)
+class TextSettings(ReaderSettings):
+    """The token reader's settings, validated once.
+
+    Args:
+        pool_size: chunks mixed at once per rank (each worker's pool holds 1/N).
+        sampling_strategy: the pool's strategy name.
+        prefetch_chunks: chunks each worker fetches ahead of what its pool needs.
+        byte_budget_gb: GiB of fetched tokens held per rank (1/N per worker).
+        fetch_threads: ranged reads in flight per worker.
+        assemble_threads: threads per worker cutting windows (0: on the iterating thread).
+        queue_size: windows each worker holds ready ahead.
+        seed: the order seed; ``None`` is the fixed streaming seed (stored resolved).
+        allow_order_change: resume under other order settings at an epoch boundary.
+        outage_s: how long the store may fail before the epoch stops.
+        replication: consecutive ranks that read identical windows.
+    """
+
+    pool_size: int = floor_field("pool_size", 64, unit="chunks per rank, /N per worker")
+    sampling_strategy: str = floor_field("sampling_strategy", "remaining")
+    prefetch_chunks: int = floor_field("prefetch", 8, unit="chunks per worker")
+    byte_budget_gb: float = floor_field("byte_budget_gb", 0.5)
+    fetch_threads: int = floor_field("fetch_threads", 8, unit="chunks per worker")
+    assemble_threads: int = floor_field("assemble_threads", 0)
+    queue_size: int = floor_field("queue_size", 64, unit="windows per worker")
+    seed: int | None = floor_field("seed", DEFAULT_SEED)
+    allow_order_change: bool = floor_field("allow_order_change", False)
+    outage_s: float = floor_field("outage_s", 60.0)
+    replication: int = floor_field("replication", 1)
+
+
+#: Keywords of earlier releases: old name -> (new name, how a value converts).
+_RENAMED = {
+    "byte_budget_mb": ("byte_budget_gb", lambda mb: float(mb) / 1024),
+    "strategy": ("sampling_strategy", lambda value: value),
+}
+
+
+def renamed_keywords(options: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with the old keywords of ``options`` turned into the new ones (one warning
+    each); a keyword given both ways is refused."""
+    out = dict(given)
+    for old, value in options.items():
+        if old not in _RENAMED:
+            raise TypeError(f"TokenDataset() got an unexpected keyword argument {old!r}")
+        new, convert = _RENAMED[old]
+        if new in out:
+            raise TypeError(f"TokenDataset(): give {new} or its old name {old}, not both")
+        warnings.warn(f"TokenDataset({old}=...) is now {new}", DeprecationWarning, stacklevel=3)
+        out[new] = convert(value)
+    return out
