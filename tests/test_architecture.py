@@ -22,7 +22,7 @@ FLOORS = {
     "feedline": 1, "validate": 1,
     "io": 2,
     "run": 3,
-    "dedup": 4,
+    "dedup": 4, "streaming": 4,  # the scheduler both readers run on
     "acquire": 5, "curate": 5, "episodes": 5,
     "text": 6,  # carries curate's documents into training on the episodes' scheduler
     "cli": 7, "demo": 7,

@@ -11,7 +11,6 @@ from typing import Protocol
 
 import pytest
 
-import feedline.episodes
 from feedline.episodes.base import EpisodeDatasetBase
 from feedline.episodes.mapstyle import EpisodeDataset
 
@@ -22,7 +21,11 @@ SIGNATURE_OF = {EpisodeDataset: EpisodeDatasetBase}
 
 def _public_classes() -> list[type]:
     found = []
-    for module_info in pkgutil.walk_packages(feedline.episodes.__path__, "feedline.episodes."):
+    import feedline.streaming
+
+    walked = [*pkgutil.walk_packages(feedline.episodes.__path__, "feedline.episodes."),
+              *pkgutil.walk_packages(feedline.streaming.__path__, "feedline.streaming.")]
+    for module_info in walked:
         module = importlib.import_module(module_info.name)
         for name, obj in vars(module).items():
             if (inspect.isclass(obj) and obj.__module__ == module.__name__

@@ -12,7 +12,6 @@ import pytest
 
 from feedline.episodes.base import EpisodeDatasetBase
 from feedline.episodes.errors import EpisodeTooLargeError, StreamingError
-from feedline.streaming.schedule.resume import ResumeSettings
 from feedline.episodes.settings import (
     CLI_FLAGS,
     DEFAULT_SEED,
@@ -27,6 +26,7 @@ from feedline.episodes.settings import (
     settings_markdown,
 )
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
+from feedline.streaming.schedule.resume import ResumeSettings
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "episodes.md"
 LOADER_KEYWORDS = {"num_workers", "batch_size"}  # the DataLoader's, named in resume errors

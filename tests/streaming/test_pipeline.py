@@ -16,8 +16,8 @@ import pytest
 
 from feedline.episodes.errors import ResumeMismatchError, StreamingError
 from feedline.streaming.budget import ByteBudget
-from feedline.streaming.schedule.pool import EpisodePool, fetch_order
 from feedline.streaming.pipeline import UnitPipeline
+from feedline.streaming.schedule.pool import EpisodePool, fetch_order
 from tests.streaming.resume_harness import Epochs, check_resume, json_roundtrip, resume_points
 
 

@@ -18,12 +18,12 @@ from torch.utils.data import DataLoader
 
 from feedline.episodes import EpisodeDataset
 from feedline.episodes.errors import EpisodeTooLargeError, ResumeMismatchError, StreamingError
-from feedline.streaming.schedule.plan import plan_shards
-from feedline.streaming.schedule.resume import ResumePosition
-from feedline.streaming.schedule.state import Stateful
 from feedline.episodes.stream import payload as payload_module
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset, decode_identity
+from feedline.streaming.schedule.plan import plan_shards
+from feedline.streaming.schedule.resume import ResumePosition
+from feedline.streaming.schedule.state import Stateful
 from tests.streaming.resume_harness import check_resume
 
 CAM0 = "observation.images.cam_0"

@@ -14,7 +14,6 @@ from torch.utils.data import DataLoader
 from feedline.episodes import EpisodeDataset
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset
-from tests.streaming.resume_harness import check_resume
 from tests.episodes.stream.test_dataset import (
     CAM0,
     DELTAS,
@@ -23,6 +22,7 @@ from tests.episodes.stream.test_dataset import (
     _key,
     assert_same_sample,
 )
+from tests.streaming.resume_harness import check_resume
 
 
 def _deltas(synth: SyntheticDataset) -> dict:

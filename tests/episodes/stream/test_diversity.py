@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from torch.utils.data import DataLoader
 
-from feedline.streaming.schedule.diversity import DIVERSITY_METRICS
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import write_synthetic_dataset
+from feedline.streaming.schedule.diversity import DIVERSITY_METRICS
 
 LENGTHS = [9, 14, 6, 21, 11, 17, 8, 25, 12, 10, 16, 7, 19, 13]
 BATCH = 5

@@ -17,8 +17,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from feedline.episodes.mapstyle import EpisodeDataset
 from feedline.episodes.errors import MixtureError, ResumeMismatchError
+from feedline.episodes.mapstyle import EpisodeDataset
 from feedline.episodes.mixture.sources import Source, load_mixture
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset, write_synthetic_dataset

@@ -19,8 +19,8 @@ from feedline.episodes.errors import StreamingError
 from feedline.episodes.settings import cli_message
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset, decode_identity
-from tests.streaming.resume_harness import check_resume, json_roundtrip
 from tests.episodes.stream.test_dataset import TrackedRun, _key, _unbatch
+from tests.streaming.resume_harness import check_resume, json_roundtrip
 
 CAM0 = "observation.images.cam_0"
 DELTAS = {CAM0: [-0.1, 0.0], "action": [0.0, 0.1]}

@@ -36,8 +36,11 @@ def test_window_percentiles_counters_and_first_batch_once() -> None:
 
 def test_every_logged_counter_is_one_the_reader_shares() -> None:
     """The log line names counters by the fields of the reader's counter dataclasses."""
+    from feedline.episodes.stream.decoded import DecodedCounters
+    from feedline.streaming.board import WorkerBoard
     from feedline.streaming.schedule.diversity import DIVERSITY_METRICS
-    from feedline.streaming.board import COUNTERS as SHARED
+
+    SHARED = list(WorkerBoard(counters=(DecodedCounters,)).totals())
     from feedline.episodes.train.metrics import COUNTERS
 
     assert set(COUNTERS) <= set(SHARED) | set(DIVERSITY_METRICS)

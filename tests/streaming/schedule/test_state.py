@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from feedline.episodes.stream.dataset import StreamingEpisodeDataset
+from feedline.streaming.pipeline import UnitPipeline
 from feedline.streaming.schedule.pool import EpisodePool
 from feedline.streaming.schedule.resume import ConsumptionTracker
 from feedline.streaming.schedule.state import Stateful
-from feedline.episodes.stream.dataset import StreamingEpisodeDataset
-from feedline.streaming.pipeline import UnitPipeline
 
 
 @pytest.mark.parametrize(
