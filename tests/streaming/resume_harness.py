@@ -1,4 +1,4 @@
-"""One resume harness for every stateful stage of the episode reader.
+"""One resume harness for every stateful stage and for both readers.
 
 ``check_resume(make, stops)`` runs a stage uninterrupted, then for every stop ``k``: takes ``k``
 items from a fresh stage, saves its state through a JSON round trip (what a checkpoint does),
@@ -10,7 +10,9 @@ multi-epoch stage out of a per-epoch one (a pool, a pipeline).
 
 Every stage goes through :class:`feedline.streaming.schedule.state.Stateful`, the one contract:
 the real stages subclass it, and test drivers that wrap them (several epochs, a DataLoader
-loop) implement the same two methods.
+loop) implement the same two methods. :class:`TrackedRun` is the training loop of any reader on
+the floor (``StreamingEpisodeDataset``, ``TokenDataset``), and :func:`check_elastic` stops a job
+on one world size and resumes it on another.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ import json
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from feedline.streaming.schedule.state import Stateful
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
+
+    from feedline.streaming.reader import StreamingReader
 
 T = TypeVar("T")
 
@@ -151,3 +158,92 @@ def check_resume(
             f"{full[k + mismatch]!r}"
         )
     return full
+
+
+class TrackedRun(Stateful):
+    """What a training loop takes over ``epochs`` epochs: ``for batch in ds.track(loader)`` per
+    epoch, each batch as ``keys(batch)`` (hashable sample keys). Its state is the reader's own
+    checkpoint, so the harness drives the real thing: a fresh DataLoader per epoch, real worker
+    processes when the loader has them."""
+
+    def __init__(self, make: Callable[[], StreamingReader], loader: Callable[[Any], DataLoader],
+                 keys: Callable[[Any], list], epochs: int = 2) -> None:
+        self.ds, self.loader, self.keys, self.epochs = make(), loader, keys, epochs
+        self._batches: Iterator[Any] | None = None
+
+    def __iter__(self) -> TrackedRun:
+        return self
+
+    def __next__(self) -> list:
+        while True:
+            if self._batches is None:
+                if self.ds.epoch >= self.epochs:
+                    raise StopIteration
+                self._batches = self.ds.track(self.loader(self.ds))
+            batch = next(self._batches, None)
+            if batch is not None:
+                return self.keys(batch)
+            self._batches = None  # the tracked loop ended: the reader is at the next epoch
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.ds.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.close()
+        self.ds.load_state_dict(state)
+
+    def close(self) -> None:
+        if self._batches is not None:
+            self._batches.close()  # shuts the DataLoader's workers down
+            self._batches = None
+
+
+def check_elastic(
+    make: Callable[[int, int], StreamingReader],
+    before: tuple[int, Callable[[Any], DataLoader]],
+    after: tuple[int, Callable[[Any], DataLoader]],
+    keys: Callable[[Any], list],
+    stop: int,
+    everything: Sequence,
+    *,
+    roundtrip: Callable[[Mapping[str, Any]], Mapping[str, Any]] = json_roundtrip,
+) -> list[StreamingReader]:
+    """Every rank of a ``before[0]``-rank job takes ``stop`` batches (lockstep, as DDP does), the
+    job stops, and comes back on ``after[0]`` ranks with another loader; the consumed keys plus
+    what the new ranks read must be ``everything`` once each: none repeated, none skipped. The
+    resumed readers (at the next epoch by then) are returned for the caller's own checks."""
+    world, loader = before
+    consumed: list = []
+    states = []
+    for rank in range(world):
+        ds = make(rank, world)
+        batches = ds.track(loader(ds))
+        for k, batch in enumerate(batches):
+            consumed.extend(keys(batch))
+            if k + 1 == stop:
+                states.append(roundtrip(ds.state_dict()))
+                break
+        batches.close()
+    assert len(states) == world, f"a rank ran out before batch {stop}"
+    # a checkpoint is the job's: every rank's is the same but for the rank it names, so the one
+    # DDP saves (rank 0's) resumes every rank of the new world
+    same = [{k: v for k, v in s.items() if k != "rank"} for s in states]
+    assert all(s == same[0] for s in same[1:]), "ranks wrote different checkpoints"
+    new_world, new_loader = after
+    resumed = [make(rank, new_world) for rank in range(new_world)]
+    for ds in resumed:
+        ds.load_state_dict(states[0])
+    # the resumed epoch's length is what is left of it, summed over the new ranks
+    assert sum(len(ds) for ds in resumed) == len(everything) - len(consumed), (
+        f"resumed ranks count {[len(ds) for ds in resumed]}, "
+        f"{len(everything) - len(consumed)} samples are left"
+    )
+    rest: list = []
+    for ds in resumed:
+        rest.extend(k for batch in ds.track(new_loader(ds)) for k in keys(batch))
+    assert len(set(consumed)) == len(consumed), "a key was read twice before the stop"
+    assert not set(consumed) & set(rest), "the resumed job read again what was consumed"
+    assert sorted(consumed + rest) == sorted(everything), (
+        f"{len(consumed)} consumed + {len(rest)} resumed, the epoch has {len(everything)}"
+    )
+    return resumed

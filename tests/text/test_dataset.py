@@ -1,4 +1,4 @@
-"""TokenDataset on the episode scheduler: datatrove's windows, exact coverage, resume, mixtures, budget."""
+"""TokenDataset on the streaming floor: datatrove's windows, exact coverage, mixtures, budget (resume: test_resume.py)."""
 
 from __future__ import annotations
 
@@ -81,47 +81,6 @@ def test_exact_coverage_over_2_ranks_x_2_workers_and_two_epochs(tokens_root):
         orders.append(seen)
     assert orders[0] != orders[1]  # each epoch its own order
     assert all(ds.epoch == 2 for ds in readers)
-
-
-def test_sample_exact_resume_in_the_middle_of_an_epoch(tokens_root):
-    def make() -> TokenDataset:
-        return TokenDataset(tokens_root, SEQ, chunk_windows=8, return_index=True, pool_size=8)
-
-    full = _ids(_epoch(make(), batch_size=6, num_workers=2))
-    ds = make()
-    taken = []
-    for k, batch in enumerate(ds.track(DataLoader(ds, batch_size=6, num_workers=2))):
-        taken.extend(int(i) for i in batch["window_index"])
-        if k == 40:
-            state = ds.state_dict()
-            break
-    resumed = make()
-    resumed.load_state_dict(state)
-    rest = _ids(_epoch(resumed, batch_size=6, num_workers=2))
-    assert taken + rest == full
-    assert resumed.epoch == 1
-
-
-def test_elastic_resume_from_2_ranks_to_3(tokens_root):
-    def make(rank: int, world: int) -> TokenDataset:
-        return TokenDataset(tokens_root, SEQ, rank=rank, world_size=world, chunk_windows=8, return_index=True)
-
-    n = make(0, 1).windows
-    consumed, states = [], []
-    for rank in range(2):  # both ranks take 25 batches (lockstep), then the job stops
-        ds = make(rank, 2)
-        for k, batch in enumerate(ds.track(DataLoader(ds, batch_size=4, num_workers=2))):
-            consumed.extend(int(i) for i in batch["window_index"])
-            if k == 24:
-                states.append(ds.state_dict())
-                break
-    rest = []
-    for rank in range(3):  # the job comes back on 3 ranks with 1 worker each and batch 5
-        ds = make(rank, 3)
-        ds.load_state_dict(states[0])
-        rest.extend(_ids(_epoch(ds, batch_size=5, num_workers=1)))
-    assert len(consumed) == 2 * 25 * 4
-    assert sorted(consumed + rest) == list(range(n))  # none repeated, none skipped
 
 
 def test_mixture_counts_are_exact_per_epoch(tokens_root, second_root):

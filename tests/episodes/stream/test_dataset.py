@@ -9,7 +9,7 @@ after k batches resumes with exactly the remaining samples in order; the byte bu
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pytest
@@ -23,7 +23,7 @@ from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset, decode_identity
 from feedline.streaming.schedule.plan import plan_shards
 from feedline.streaming.schedule.resume import ResumePosition
-from feedline.streaming.schedule.state import Stateful
+from tests.streaming.resume_harness import TrackedRun as Harnessed
 from tests.streaming.resume_harness import check_resume
 
 CAM0 = "observation.images.cam_0"
@@ -141,42 +141,14 @@ def test_spawned_workers(av1_dataset, av1_http):
     assert ds.metrics()["episodes_fetched"] == len(av1_dataset.episode_lengths)
 
 
-class TrackedRun(Stateful):
-    """What a training loop takes over ``epochs`` epochs: ``for batch in ds.track(loader)`` per
-    epoch, each batch as its (episode, frame) keys. Its state is the dataset's own checkpoint,
-    so the shared resume harness drives the real thing: a fresh DataLoader per epoch, real
-    worker processes when the loader has them."""
+def _keys(batch: dict) -> list[tuple[int, int]]:
+    return [_key(item) for item in _unbatch(batch)]
 
-    def __init__(self, make: Callable[[], StreamingEpisodeDataset],
-                 loader: Callable[[StreamingEpisodeDataset], DataLoader], epochs: int = 2) -> None:
-        self.ds, self.loader, self.epochs = make(), loader, epochs
-        self._batches: Iterator[dict] | None = None
 
-    def __iter__(self) -> TrackedRun:
-        return self
-
-    def __next__(self) -> list[tuple[int, int]]:
-        while True:
-            if self._batches is None:
-                if self.ds.epoch >= self.epochs:
-                    raise StopIteration
-                self._batches = self.ds.track(self.loader(self.ds))
-            batch = next(self._batches, None)
-            if batch is not None:
-                return [_key(item) for item in _unbatch(batch)]
-            self._batches = None  # the tracked loop ended: the dataset is at the next epoch
-
-    def state_dict(self) -> dict:
-        return self.ds.state_dict()
-
-    def load_state_dict(self, state: Mapping) -> None:
-        self.close()
-        self.ds.load_state_dict(state)
-
-    def close(self) -> None:
-        if self._batches is not None:
-            self._batches.close()  # shuts the DataLoader's workers down
-            self._batches = None
+def TrackedRun(make: Callable[[], StreamingEpisodeDataset],  # noqa: N802 - the harness's driver
+               loader: Callable[[StreamingEpisodeDataset], DataLoader]) -> Harnessed:
+    """The shared harness's training loop over two epochs, each batch as (episode, frame) keys."""
+    return Harnessed(make, loader, _keys)
 
 
 def test_resume_after_k_batches_yields_exactly_the_rest(av1_dataset, av1_http):
