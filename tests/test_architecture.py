@@ -3,7 +3,9 @@
 The import rule, read from the code itself (every ``import``, at module level or inside a
 function, except those under ``if TYPE_CHECKING:``): a module imports from its own part and from
 the floors below it, never from a part beside it or above it; inside a part the imports form no
-circle. Error classes live in their part's ``errors.py`` (a private control-flow signal such as
+circle. The product's parts (acquire, curate, episodes, text) reach each other only through a
+part's face (its package, or a module it declares as one), and the two readers, episodes and
+text, never import each other: both stand on the streaming floor. Error classes live in their part's ``errors.py`` (a private control-flow signal such as
 ``_Stopped`` may stay beside the loop it stops), and no module is over 600 lines.
 """
 
@@ -29,6 +31,12 @@ FLOORS = {
     "__main__": 8,
 }
 MAX_LINES = 600
+
+#: The product's parts, and what each shows the others (its package plus these modules).
+PARTS = {"acquire", "curate", "episodes", "text"}
+FACES = {"curate": {"feedline.curate.documents"}}
+#: Readers that stand side by side on the streaming floor.
+SIBLINGS = {"episodes", "text"}
 
 
 def test_the_package_map_lists_every_module_once() -> None:
@@ -104,6 +112,24 @@ def test_imports_run_down_never_sideways() -> None:
                 wrong.append(f"{module} imports {target} ({here} floor {FLOORS.get(here)}, "
                              f"{there} floor {FLOORS.get(there)})")
     assert not wrong, "imports that run sideways or up:\n" + "\n".join(sorted(wrong))
+
+
+def test_no_part_imports_another_parts_internals() -> None:
+    wrong = []
+    for module, targets in _graph().items():
+        here = _part(module)
+        if here not in PARTS:
+            continue
+        for target in targets:
+            there = _part(target)
+            if there == here or there not in PARTS:
+                continue
+            if target != f"feedline.{there}" and target not in FACES.get(there, set()):
+                wrong.append(f"{module} imports {target}: use feedline.{there} or its face "
+                             f"{sorted(FACES.get(there, ()))}")
+            if {here, there} == SIBLINGS:
+                wrong.append(f"{module} imports {target}: the readers share the streaming floor only")
+    assert not wrong, "imports into another part's internals:\n" + "\n".join(sorted(wrong))
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

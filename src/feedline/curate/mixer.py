@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from feedline.curate import files
+from feedline.curate.documents import relative_name
 from feedline.curate.errors import AlignmentError, CurateError
 from feedline.curate.mixconfig import SpanReplacement, StreamConfig
 from feedline.curate.mixoutput import (
@@ -34,7 +35,7 @@ from feedline.curate.mixoutput import (
     remove_empty_summary_folder,
     summary_path,
 )
-from feedline.curate.runtime import attribute_path, relative_name
+from feedline.curate.runtime import attribute_path
 from feedline.run.pool import pool_map
 from feedline.run.progress import Progress
 from feedline.validate import check_int

@@ -24,9 +24,9 @@ import re
 import shutil
 
 from feedline.curate import files
+from feedline.curate.documents import DOCUMENTS_SEGMENT
 from feedline.curate.errors import CurateError
 from feedline.curate.mixconfig import StreamConfig
-from feedline.curate.runtime import DOCUMENTS_SEGMENT
 from feedline.io.atomic import fsync_dir, remove_stale_temps
 from feedline.io.paths import is_url
 from feedline.io.small import read_small

@@ -19,9 +19,10 @@ import time
 from dataclasses import dataclass, field
 
 from feedline.curate import files
+from feedline.curate.documents import common_base, relative_name
 from feedline.curate.errors import CurateError
 from feedline.curate.executors import EXECUTORS
-from feedline.curate.runtime import TagJob, attributes_root, check_options, relative_name
+from feedline.curate.runtime import TagJob, attributes_root, check_options
 from feedline.curate.task import MARKER_SUFFIX, Task, TaskResult, done_marker
 from feedline.io.paths import is_url
 from feedline.run.markers import params_digest
@@ -55,17 +56,6 @@ class RunReport:
         if self.failed:
             text += f"; {len(self.failed)} FAILED and skipped: " + "; ".join(r.describe() for r in self.failed)
         return text
-
-
-def common_base(paths: list[str]) -> str:
-    """The deepest folder containing every path (``""`` for a single URL scheme mix)."""
-    folders = [posixpath.dirname(p) for p in paths]
-    if not folders:
-        return ""
-    if all(not is_url(f) for f in folders):
-        return os.path.commonpath([os.path.abspath(f) for f in folders]) if folders else ""
-    prefix = os.path.commonprefix(folders)
-    return prefix[: prefix.rfind("/") + 1].rstrip("/") if "/" in prefix else ""
 
 
 def default_metadata_dir(sources: list[str], job: TagJob) -> str:

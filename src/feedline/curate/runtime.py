@@ -7,7 +7,6 @@ has been tagged, so a crash never leaves a partial attribute file where a reader
 
 from __future__ import annotations
 
-import posixpath
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,13 +14,13 @@ from dataclasses import dataclass
 import msgspec
 
 from feedline.curate import files
+from feedline.curate.documents import DOCUMENTS_SEGMENT, relative_name, split_documents
 from feedline.curate.errors import CurateError, RetryableFailure
 from feedline.curate.model import KEY_SEPARATOR, AttributeRow, Document, document_decoder
 from feedline.curate.registry import check_name, get_tagger, import_tagger_modules
 from feedline.curate.taggers.base import BaseTagger
 from feedline.io.atomic import remove_stale_temps
 
-DOCUMENTS_SEGMENT = "documents"
 BATCH_SIZE = 256  # rows handed to each tagger at once (taggers may vectorise across them)
 ProgressFn = Callable[[int], None]
 
@@ -76,25 +75,6 @@ class TagJob:
         return signature
 
 
-def _split_documents(path: str) -> tuple[str, str] | None:
-    """``(prefix, rest)`` around the last ``/documents/`` segment of ``path``."""
-    marker = f"/{DOCUMENTS_SEGMENT}/"
-    at = path.rfind(marker)
-    if at < 0:
-        if path.startswith(f"{DOCUMENTS_SEGMENT}/"):
-            return "", path[len(DOCUMENTS_SEGMENT) + 1 :]
-        return None
-    return path[:at], path[at + len(marker) :]
-
-
-def relative_name(doc_path: str, base: str) -> str:
-    """The document's path below its ``documents/`` folder, else below the common ``base``."""
-    split = _split_documents(doc_path)
-    if split is not None:
-        return split[1]
-    return posixpath.relpath(doc_path, base) if base else posixpath.basename(doc_path)
-
-
 def attribute_path(doc_path: str, experiment: str, destination: str | None = None, base: str = "") -> str:
     """Where the attributes of ``doc_path`` for ``experiment`` go.
 
@@ -103,7 +83,7 @@ def attribute_path(doc_path: str, experiment: str, destination: str | None = Non
     """
     if destination:
         return f"{destination.rstrip('/')}/{experiment}/{relative_name(doc_path, base)}"
-    split = _split_documents(doc_path)
+    split = split_documents(doc_path)
     if split is None:
         raise CurateError(
             f"{doc_path}: no '{DOCUMENTS_SEGMENT}/' folder in the path to derive attributes/<experiment>/ from; "
@@ -117,7 +97,7 @@ def attributes_root(doc_path: str, destination: str | None = None) -> str:
     """The folder holding every experiment's attribute tree for ``doc_path``."""
     if destination:
         return destination.rstrip("/")
-    split = _split_documents(doc_path)
+    split = split_documents(doc_path)
     if split is None:
         raise CurateError(f"{doc_path}: no '{DOCUMENTS_SEGMENT}/' folder in the path; pass --destination")
     return f"{split[0]}/attributes" if split[0] else "attributes"

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from feedline.curate.task import TaskResult, attempt_task
 from feedline.run.markers import DoneMarker, params_digest
+from feedline.run.task import TaskResult, attempt_task
 from feedline.text.errors import DocumentError, RetryableTextFailure, TextError
 from feedline.text.layout import ShardWriter
 from feedline.text.tokenizer import TextTokenizer, encode_documents
@@ -81,7 +81,7 @@ class ShardTask:
 
 @dataclass
 class ShardResult(TaskResult):
-    """A tagging task's result, plus the shard's output name and its token count."""
+    """A file task's result, plus the shard's output name and its token count."""
 
     name: str = ""
     tokens: int = 0
@@ -100,14 +100,13 @@ def _tokenizer_for(job: TokenizeJob) -> Any:
 
 def _texts(path: str, field: str, batch_size: int) -> Iterator[list[str]]:
     """The documents' texts in batches; errors name the file and the document."""
-    from feedline.curate import files
-    from feedline.curate.errors import CurateError, RetryableFailure
+    from feedline.curate.documents import CurateError, RetryableFailure, open_lines
 
     loads = orjson.loads
     batch: list[str] = []
     n = 0
     try:
-        with files.open_lines(path) as lines:
+        with open_lines(path) as lines:
             for line in lines:
                 n += 1
                 try:

@@ -1,6 +1,7 @@
 """``feedline tokenize``: documents to datatrove's token layout, one task per input shard.
 
-It runs on the curate processor's machinery: the run layer's spawn pool (``--processes N``,
+It runs on the run layer's machinery, as curate's tagging does: a task per file tried with
+retries (:mod:`feedline.run.task`), the spawn pool (``--processes N``,
 workers that die with their parent, a run that stops naming the shard whose worker died) or its
 Ray driver (``--executor ray``), one :class:`~feedline.run.markers.DoneMarker` per shard in an
 explicit metadata folder (default ``<out>/.feedline-tokenize``, so resume survives reboots), and
@@ -75,8 +76,7 @@ def _stem(name: str) -> str:
 def plan_tasks(sources: list[str], out: str, metadata: str) -> list[ShardTask]:
     """One task per source; outputs keep the sources' paths below their common folder (below
     ``documents/`` when there is one), so ``a/x.jsonl.gz`` becomes ``<out>/a/x.ds``."""
-    from feedline.curate.processor import common_base
-    from feedline.curate.runtime import relative_name
+    from feedline.curate.documents import common_base, relative_name
 
     base = common_base(sources)
     names = [_stem(relative_name(src, base)) for src in sources]
@@ -157,7 +157,7 @@ def run_tokenize(
     seed: int = 0,
 ) -> TokenizeReport:
     """Tokenize every document file matching ``documents`` into ``out``; resumable, see the module."""
-    from feedline.curate import files
+    from feedline.curate.documents import CurateError, expand
 
     check_int("processes", processes, minimum=1, error=TextError)
     check_int("retries", retries, minimum=0, error=TextError)
@@ -167,10 +167,8 @@ def run_tokenize(
         raise TextError(f"--out {redact_text(out)}: tokenize writes to a local folder; upload it afterwards")
     out = local_path(out)
     started = time.monotonic()
-    from feedline.curate.errors import CurateError
-
     try:
-        sources = files.expand(documents)
+        sources = expand(documents)
     except CurateError as exc:
         raise TextError(str(exc)) from None
     metadata = metadata or posixpath.join(out, MARKERS)
