@@ -20,6 +20,7 @@ from pathlib import Path
 
 from feedline.io import feedline_home
 from feedline.io.serve import StaticServer
+from feedline.run.progress import human_bytes
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def run_demo(args: argparse.Namespace) -> int:
         print(
             f"opened remotely: {dataset.num_episodes} episodes, {dataset.num_frames} frames, "
             f"cameras {dataset.camera_keys} ({time.perf_counter() - began:.1f} s incl. sidecar build); "
-            f"streaming whole episodes ({sum(dataset.episode_bytes.values()) / 2**20:.2f} MiB of "
+            f"streaming whole episodes ({human_bytes(sum(dataset.episode_bytes.values()), 2)} of "
             f"payload) through pools of 4 under a {args.byte_budget_mb:g} MiB byte budget",
             flush=True,
         )
@@ -122,9 +123,9 @@ def run_demo(args: argparse.Namespace) -> int:
     p95 = waits_ms[min(len(waits_ms) - 1, int(0.95 * len(waits_ms)))]
     print(
         f"done: {step} steps, {samples} samples in {elapsed:.1f} s ({samples / elapsed:.1f} samples/s); "
-        f"batch wait p50 {p50:.1f} ms, p95 {p95:.1f} ms; fetched {metrics['bytes_fetched'] / 2**20:.2f} MiB "
+        f"batch wait p50 {p50:.1f} ms, p95 {p95:.1f} ms; fetched {human_bytes(metrics['bytes_fetched'], 2)} "
         f"in {metrics['episodes_fetched']} episode fetches (peak reserved "
-        f"{metrics['peak_reserved_bytes'] / 2**20:.2f} MiB in a worker; budget "
+        f"{human_bytes(metrics['peak_reserved_bytes'], 2)} in a worker; budget "
         f"{args.byte_budget_mb:g} MiB per rank, 1/{max(1, args.num_workers)} per worker), "
         f"{metrics['refill_stalls']} refill stalls; loss {losses[0]:.4f} -> {losses[-1]:.4f}; "
         f"frame identity checked on {checked} samples, {wrong} wrong (state dim {state_dim}); "

@@ -75,4 +75,5 @@ def test_updates_from_threads_add_up() -> None:
 
 def test_units() -> None:
     assert human_bytes(512) == "512 B" and human_bytes(1536) == "1.5 KiB"
+    assert human_bytes(12800, 3) == "12.500 KiB" and human_bytes(5 * 2**30, 3) == "5.000 GiB"
     assert clock(3723) == "1:02:03"

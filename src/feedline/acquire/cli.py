@@ -10,6 +10,7 @@ from pathlib import Path
 
 from feedline.acquire.download import DEFAULT_CHECKPOINT_BYTES
 from feedline.acquire.errors import DownloadError
+from feedline.dedup.cli import add_similarity_arguments, similarity_values
 from feedline.validate import check_int
 
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
@@ -122,13 +123,7 @@ def cmd_download(args: argparse.Namespace) -> int:
     if args.dedup:
         from feedline.dedup.engine import DedupConfig
 
-        dedup = DedupConfig.from_flags(
-            threshold=args.threshold,
-            num_perm=args.num_perm,
-            ngram=args.ngram,
-            bands=args.bands,
-            rows=args.rows,
-        )
+        dedup = DedupConfig.from_flags(**similarity_values(args))
     elif args.bands is not None or args.rows is not None:
         raise DownloadError("--bands/--rows only apply with --dedup")
     check_int("--workers", args.workers, minimum=1, error=DownloadError)
@@ -218,13 +213,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     group = parser.add_argument_group("dedup")
     group.add_argument("--dedup", action="store_true", help="drop exact and near duplicates")
-    group.add_argument(
-        "--threshold", type=float, default=0.8, help="Jaccard threshold (default 0.8)"
-    )
-    group.add_argument(
-        "--num-perm", type=int, default=128, help="MinHash signature slots (default 128)"
-    )
-    group.add_argument("--ngram", type=int, default=5, help="word n-gram shingle size (default 5)")
-    group.add_argument("--bands", type=int, help="LSH bands (default: chosen from --threshold)")
-    group.add_argument("--rows", type=int, help="LSH rows per band (with --bands)")
+    add_similarity_arguments(group)
     parser.set_defaults(func=cmd_download)

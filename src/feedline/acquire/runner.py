@@ -17,9 +17,8 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -44,6 +43,7 @@ from feedline.io.errors import CorpusFormatError
 from feedline.io.jsonl import is_jsonl, kept_shard_names, stream_jsonl
 from feedline.io.redact import redact_text
 from feedline.run.outputs import InstallSet, output_path, refuse_inputs
+from feedline.run.pool import pool_map
 from feedline.run.progress import Progress, human_bytes
 from feedline.validate import check_int
 
@@ -232,13 +232,18 @@ def count_documents(path: str, skip_bad_lines: bool) -> tuple[int, int]:
     return stream.documents, stream.bad_lines
 
 
+def _count_one(item: tuple[str, bool], _report: object) -> tuple[int, int]:
+    return count_documents(*item)
+
+
 def _count_all(paths: list[str], config: RunConfig) -> list[tuple[int, int]]:
+    """Every shard's counts, on the run layer's spawn pool when the corpus is large enough to pay
+    for it (workers die with the run; a dead worker is reported naming its shard)."""
     small = sum(os.path.getsize(p) for p in paths) < PROCESS_POOL_MIN_BYTES
-    if len(paths) <= 1 or config.workers <= 1 or small:
-        return [count_documents(p, config.skip_bad_lines) for p in paths]
-    workers = min(config.workers, len(paths))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        return list(pool.map(count_documents, paths, [config.skip_bad_lines] * len(paths)))
+    processes = 1 if small else min(config.workers, len(paths))
+    items = [(p, config.skip_bad_lines) for p in paths]
+    return list(pool_map(_count_one, items, processes=processes, ordered=True,
+                         describe=lambda item: item[0]))
 
 
 def _missing_text(source: str, line: int, _number: int, _field: str) -> Exception:

@@ -33,7 +33,8 @@ from feedline.run.outputs import InstallSet
 from feedline.run.progress import Progress
 from feedline.validate import check_int
 
-from .engine import DedupConfig, Deduplicator
+from .engine import DEFAULT_THRESHOLD, DedupConfig, Deduplicator
+from .minhash import DEFAULT_NGRAM, DEFAULT_NUM_PERM, DEFAULT_SEED
 from .shards import SUMMARY_NAME, VERDICTS_NAME, ShardDocuments, check_outputs, dedup_shard
 
 
@@ -147,16 +148,29 @@ def dedup_files(
     return summary
 
 
+#: The similarity flags, declared once for ``feedline dedup`` and ``feedline download --dedup``.
+SIMILARITY_FLAGS = ("threshold", "num_perm", "ngram", "bands", "rows")
+
+
+def add_similarity_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """What decides near duplicates, with one spelling, default and help in both commands."""
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                        help=f"Jaccard threshold (default {DEFAULT_THRESHOLD})")
+    parser.add_argument("--num-perm", type=int, default=DEFAULT_NUM_PERM,
+                        help=f"MinHash signature slots (default {DEFAULT_NUM_PERM})")
+    parser.add_argument("--ngram", type=int, default=DEFAULT_NGRAM,
+                        help=f"word n-gram shingle size (default {DEFAULT_NGRAM})")
+    parser.add_argument("--bands", type=int, help="LSH bands (default: chosen from --threshold)")
+    parser.add_argument("--rows", type=int, help="LSH rows per band (with --bands)")
+
+
+def similarity_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The similarity flags' values, as :meth:`DedupConfig.from_flags` takes them."""
+    return {name: getattr(args, name) for name in SIMILARITY_FLAGS}
+
+
 def cmd_dedup(args: argparse.Namespace) -> int:
-    config = DedupConfig.from_flags(
-        threshold=args.threshold,
-        num_perm=args.num_perm,
-        ngram=args.ngram,
-        bands=args.bands,
-        rows=args.rows,
-        seed=args.seed,
-        verify=args.verify,
-    )
+    config = DedupConfig.from_flags(**similarity_values(args), seed=args.seed, verify=args.verify)
     ray = args.executor == "ray"
     if not ray:
         for flag, value in (("--ray-address", args.ray_address), ("--work-dir", args.work_dir),
@@ -221,12 +235,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--exclude", action="append", metavar="PATTERN",
                         help="leave out listed shards matching (wins over --include); repeatable")
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--threshold", type=float, default=0.8, help="Jaccard threshold (0.8)")
-    parser.add_argument("--num-perm", type=int, default=128, help="MinHash signature slots (128)")
-    parser.add_argument("--ngram", type=int, default=5, help="word n-gram shingle size (5)")
-    parser.add_argument("--bands", type=int, help="LSH bands (default: chosen from --threshold)")
-    parser.add_argument("--rows", type=int, help="LSH rows per band (with --bands)")
-    parser.add_argument("--seed", type=int, default=1, help="hash family seed (1)")
+    add_similarity_arguments(parser)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                        help=f"hash family seed (default {DEFAULT_SEED})")
     parser.add_argument(
         "--verify",
         choices=("exact", "estimate"),

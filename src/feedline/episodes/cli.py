@@ -29,7 +29,7 @@ from feedline.episodes.video.sidecar import (
 )
 from feedline.errors import FeedlineError
 from feedline.io import Store, StoreError, open_store
-from feedline.run.progress import Progress
+from feedline.run.progress import Progress, human_bytes
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ def cmd_build_sidecar(args: argparse.Namespace) -> int:
     samples = sum(e.samples for e in sidecar.entries.values())
     print(
         f"wrote {args.output}: {len(videos)} videos, {samples} samples, "
-        f"{Path(args.output).stat().st_size} bytes, indexed {video_bytes / 2**20:.1f} MiB of video "
+        f"{human_bytes(Path(args.output).stat().st_size)}, indexed {human_bytes(video_bytes)} of video "
         f"in {elapsed:.2f} s; content id {sidecar.content_id[:16]}"
     )
     if args.push:

@@ -32,6 +32,7 @@ __all__ = [
     "EpisodesError",
     "EpisodeTooLargeError",
     "ForecastError",
+    "FrameReleasedError",
     "FrameTimestampError",
     "IndexDamaged",
     "MixtureError",
@@ -98,6 +99,11 @@ class FrameTimestampError(SidecarError):
 
 class VideoChangedError(SidecarError):
     """A video file was replaced after the dataset was opened (its index no longer matches it)."""
+
+
+class FrameReleasedError(EpisodesError):
+    """An episode's frames were asked for after the pipeline released them: a bug in the order
+    of the reader's own stages, never a damaged file (so not a :class:`SidecarError`)."""
 
 
 class TrainError(EpisodesError):

@@ -24,12 +24,13 @@ LOGGER_NAME = "feedline.progress"
 log = logging.getLogger(LOGGER_NAME)
 
 
-def human_bytes(n: float) -> str:
-    """``512 B``, ``1.5 KiB``, ``12.0 MiB``, ... (the binary units tqdm's bar shows)."""
+def human_bytes(n: float, digits: int = 1) -> str:
+    """``512 B``, ``1.5 KiB``, ``12.0 MiB``, ... (the binary units tqdm's bar shows); error
+    messages that compare two sizes ask for more ``digits``. feedline's one byte formatter."""
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.{digits}f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
 

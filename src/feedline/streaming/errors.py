@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from feedline.errors import FeedlineError
+from feedline.run.progress import human_bytes
 
 __all__ = [
     "EPISODE_UNIT",
@@ -104,27 +105,19 @@ class UnitTooLargeError(StreamingError):
         workers = parts
         if workers > 1:
             where = (
-                f"the byte budget of one DataLoader worker ({size_text(budget_bytes)}, 1/{workers} "
+                f"the byte budget of one DataLoader worker ({human_bytes(budget_bytes, 3)}, 1/{workers} "
                 f"of the rank budget {setting}={_gb_setting(rank_budget)})"
             )
         else:
             where = f"the rank byte budget {setting}={_gb_setting(rank_budget)}"
         super().__init__(
-            f"{kind.unit} {episode_index} needs {size_text(episode_bytes)} of {kind.payload}, more "
+            f"{kind.unit} {episode_index} needs {human_bytes(episode_bytes, 3)} of {kind.payload}, more "
             f"than {where}; fixes: (1) raise {setting} to at least "
             f"{_gb_at_least(episode_bytes * workers)}, "
             f"(2) use a smaller pool (fewer num_workers / {kind.pool_setting}) so each "
             f"worker's share is larger, or (3) make the {kind.unit}'s payload smaller "
             f"({kind.shrink})"
         )
-
-
-def size_text(nbytes: int) -> str:
-    """``nbytes`` in the unit that fits: ``512 B``, ``12.500 KiB``, ``3.250 MiB``, ``5.000 GiB``."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3f} {unit}"
-    return f"{nbytes} B"
 
 
 def _decimals(gb: float, digits: int) -> int:

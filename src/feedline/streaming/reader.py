@@ -126,6 +126,13 @@ class StreamingReader(TrackedReader):
             seed=self.seed, epoch=epoch, groups=self.pool_maker.plan_groups,
         )
 
+    def rank_units(self, epoch: int | None = None) -> np.ndarray:
+        """The units this rank reads in ``epoch`` (default: the current one), in its plan's
+        order; after a resume, those of the epoch's remainder."""
+        plan = self._rank_plan(epoch)
+        parts = plan.parts[self.data_rank]
+        return np.concatenate(parts) if len(parts) else np.zeros(0, dtype=np.int64)
+
     def rank_samples(self, epoch: int | None = None) -> int:
         """Samples this rank yields in ``epoch`` (default: the current one); after an elastic
         resume, in its epoch, those still due."""

@@ -67,7 +67,7 @@ def test_decoded_frames_are_held_until_their_last_window() -> None:
 def test_the_recorder_is_off_by_default(plan_dataset) -> None:
     sentinel = object()
     assert follow(None, sentinel, 0, 8) is sentinel
-    assert getattr(open_reader(plan_dataset.root), "event_log", None) is None
+    assert open_reader(plan_dataset.root).event_log is None
 
 
 @pytest.mark.parametrize("workers", [0, 2])

@@ -145,10 +145,12 @@ def _keys(batch: dict) -> list[tuple[int, int]]:
     return [_key(item) for item in _unbatch(batch)]
 
 
-def TrackedRun(make: Callable[[], StreamingEpisodeDataset],  # noqa: N802 - the harness's driver
-               loader: Callable[[StreamingEpisodeDataset], DataLoader]) -> Harnessed:
-    """The shared harness's training loop over two epochs, each batch as (episode, frame) keys."""
-    return Harnessed(make, loader, _keys)
+class TrackedRun(Harnessed):
+    """The shared harness's training loop, each batch as (episode, frame) keys."""
+
+    def __init__(self, make: Callable[[], StreamingEpisodeDataset],
+                 loader: Callable[[StreamingEpisodeDataset], DataLoader], epochs: int = 2) -> None:
+        super().__init__(make, loader, _keys, epochs)
 
 
 def test_resume_after_k_batches_yields_exactly_the_rest(av1_dataset, av1_http):

@@ -19,6 +19,7 @@ import pytest
 
 from feedline.episodes import EpisodeDataset, StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset, decode_identity
+from feedline.episodes.video import sidecar as sidecar_module
 from feedline.episodes.video.index import IndexProvider, video_dir
 from feedline.episodes.video.mp4.table import INT_COLUMNS
 from feedline.episodes.video.sidecar import (
@@ -102,6 +103,29 @@ def no_content_id(archive: Path) -> None:
             zf.writestr(name, data)
 
 
+def _edit_meta(archive: Path, edit: Callable[[dict], None]) -> None:
+    with zipfile.ZipFile(archive) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    meta = json.loads(members["meta.json"])
+    edit(meta)
+    members["meta.json"] = json.dumps(meta).encode()
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+
+
+def videos_not_a_list(archive: Path) -> None:
+    """JSON of the wrong shape in meta.json is damage, not a crash."""
+    _edit_meta(archive, lambda meta: meta.update(sources=7))
+
+
+def entry_info_wrong_type(archive: Path) -> None:
+    def edit(meta: dict) -> None:
+        meta["sources"][0]["info"]["edits"] = 5  # not a list of pairs
+
+    _edit_meta(archive, edit)
+
+
 def _rewrite(archive: Path, edit: Callable[[str, bytes], bytes], *, keep_comment: bool) -> None:
     """Rewrite every member through zipfile, which recomputes each CRC-32: an edit no CRC check
     sees. ``meta.json`` (and the content id in it) is kept as it was."""
@@ -134,7 +158,8 @@ def pts_rolled_no_digest(archive: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "damage", [zero_bytes, truncated, bad_crc, no_content_id, pts_rolled, pts_rolled_no_digest]
+    "damage", [zero_bytes, truncated, bad_crc, no_content_id, videos_not_a_list,
+               entry_info_wrong_type, pts_rolled, pts_rolled_no_digest]
 )
 def test_damaged_sidecar_cache_is_rebuilt_with_one_warning(
     root: Path, damage: Callable[[Path], None], caplog: pytest.LogCaptureFixture
@@ -145,6 +170,22 @@ def test_damaged_sidecar_cache_is_rebuilt_with_one_warning(
     damage(target)
     _repaired_with_one_warning(root, good, target, caplog)
     Sidecar(target).verify()  # rebuilt: a complete archive matching its content id
+
+
+def test_a_bug_while_reading_the_sidecar_is_not_reported_as_damage(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only faults of the file are damage: a TypeError of feedline's own (caused here on purpose,
+    since no archive makes the code itself wrong) surfaces as itself, not as a rebuild."""
+    _tables(root)
+    target = cache_path(open_store(str(root)), REVISION)
+
+    def broken(entry, sizes):
+        raise TypeError("a bug in the reader")
+
+    monkeypatch.setattr(sidecar_module, "check_members", broken)
+    with pytest.raises(TypeError, match="a bug in the reader"):
+        Sidecar(target)
 
 
 def test_cache_without_a_directory_digest_is_checked_in_full_and_used(

@@ -89,7 +89,7 @@ class RunRecorder:
         self.log = EventLog(self.directory / "events")
         for old in Path(self.log.directory).glob("events-*.json"):
             old.unlink()
-        dataset.event_log = self.log
+        dataset.record_events(self.log)
         #: per batch: requested, received (monotonic), its first sample's key, size, episodes
         self.batches: list[dict[str, Any]] = []
         self.started: float | None = None

@@ -45,13 +45,12 @@ document.body.setAttribute('data-ready','1');});
 def ideal_curve(dataset: Any) -> dict[str, Any]:
     """What an ideal shuffle of the rank's episodes gives: mean episodes per batch and the share
     of episodes seen along the epoch (exact expectation)."""
-    plan = dataset._rank_plan(None)
-    units = np.concatenate(plan.parts[dataset.data_rank]) if plan.parts[dataset.data_rank] else []
+    units = dataset.rank_units()
     lengths = dataset.feed.epoch_lengths(dataset.epoch)
     sizes = [int(lengths[int(u)]) for u in units]
     total = sum(sizes)
     marks = np.linspace(0, total, 41)[1:]
-    batch = dataset._batch_size or 1
+    batch = dataset.batch_size or 1
     mean = float(dataset.ideal_diversity(batch).batch_episodes_mean) if sizes else 0.0
     return {"episodes": len(sizes), "samples": total, "batch_mean": mean,
             "share": [expected_share(sizes, int(m)) for m in marks] if sizes else [],

@@ -46,7 +46,7 @@ from feedline.episodes.mixture.feed import MixtureFeed, SingleFeed, open_mixture
 from feedline.episodes.mixture.sources import Mixture, Source
 from feedline.episodes.settings import DEFAULTS, StreamingSettings
 from feedline.episodes.stream.decoded import MAX_CURSORS_PER_SLOT, DecodedCounters, DecodedFrames
-from feedline.episodes.stream.events import follow
+from feedline.episodes.stream.events import EventLog, follow
 from feedline.episodes.stream.inprocess import warn_in_process_threads
 from feedline.episodes.stream.source import StreamSource
 from feedline.streaming.batches import batch_episodes
@@ -211,6 +211,9 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, StreamingReader, IterableDatas
             stratified=self.feed.stratified,
         )
         self._batch_size: int | None = None  # a stratified mixture's, from track(loader)
+        #: The stage-event recorder (:mod:`feedline.episodes.stream.events`), set by
+        #: :meth:`record_events`; ``None``, the default, records nothing.
+        self.event_log: EventLog | None = None
         plan_shards_arrays(  # fail now, not in a worker, when ranks outnumber episodes
             self.feed.epoch_lengths(0), world_size=self.data_world_size, num_workers=0,
             seed=self.seed, epoch=0,
@@ -393,6 +396,16 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, StreamingReader, IterableDatas
             counters=(decoded.counters,),  # published with the pipeline's own metrics
         )
 
+    @property
+    def batch_size(self) -> int | None:
+        """The batch size of the loader :meth:`track` last ran (``None`` before any)."""
+        return self._batch_size
+
+    def record_events(self, log: EventLog | None) -> None:
+        """Record every stage's events of the next passes into ``log`` (``None``: stop); set
+        before iterating, so the workers are started with it (``feedline plan`` does)."""
+        self.event_log = log
+
     @contextlib.contextmanager
     def only(self, units: Sequence[int]) -> Iterator[None]:
         """While inside, a pass reads only ``units`` of the epoch (all on this rank, shared by its
@@ -412,4 +425,4 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, StreamingReader, IterableDatas
         return item
 
     def _serve(self, pipeline: UnitPipeline, worker_id: int) -> Iterator[Any]:
-        return follow(getattr(self, "event_log", None), pipeline, worker_id, self._batch_size)
+        return follow(self.event_log, pipeline, worker_id, self._batch_size)

@@ -42,7 +42,7 @@ from typing import Any
 import av
 import numpy as np
 
-from feedline.episodes.errors import Mp4Error, SidecarError
+from feedline.episodes.errors import FrameReleasedError, Mp4Error, SidecarError
 from feedline.episodes.video.codec import open_codec_context, span_packets
 from feedline.episodes.video.fork import park_in_forked_child
 from feedline.episodes.video.frames import rgb_array
@@ -342,7 +342,7 @@ class CameraFrames:
         """
         with self._lock:
             if self._closed:
-                raise SidecarError(f"{self._name}: frames read after their episode was released")
+                raise FrameReleasedError(f"{self._name}: frames read after their episode was released")
             found = {t: self._frames[t] for t in ticks if t in self._frames}
             for tick in sorted(set(ticks) - found.keys()):
                 if tick not in found:

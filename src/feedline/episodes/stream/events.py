@@ -6,8 +6,9 @@ draw a trace of it, each stage's start and end must be kept. :class:`EventLog` k
 plain list per process (one tuple per event, no lock: ``list.append`` is atomic) and writes them
 to its folder when the worker's pass ends; the training process reads every file afterwards.
 
-How it is switched on: a reader has no ``event_log`` attribute by default (no recorder, and the
-pipeline runs exactly as without this module). Set to an :class:`EventLog` before iterating,
+How it is switched on: a reader's ``event_log`` is ``None`` by default (no recorder, and the
+pipeline runs exactly as without this module). Given an :class:`EventLog` before iterating
+(``dataset.record_events(log)``),
 :func:`follow` wraps each worker pipeline's fetch and decode calls (:meth:`EventLog.timed`),
 follows each sample the
 worker takes (:meth:`EventLog.follow`: the wait, the refill stall inside it, the bytes reserved

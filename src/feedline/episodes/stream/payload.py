@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from feedline.episodes.assemble import EpisodeData, EpisodeWindows, SampleSpec, assemble_sample
 from feedline.episodes.base import column_to_numpy
-from feedline.episodes.errors import StreamingError
+from feedline.episodes.errors import FrameReleasedError, StreamingError
 from feedline.episodes.format import EpisodeTable
 from feedline.episodes.parquet import (
     EpisodeRows,
@@ -389,7 +389,7 @@ class EpisodePayload:
     def _camera(self, key: str) -> CameraFrames:
         with self._lock:
             if self._closed:
-                raise StreamingError(f"episode {self.data.episode_index}: frames read after its release")
+                raise FrameReleasedError(f"episode {self.data.episode_index}: frames read after their release")
             camera = self._cameras.get(key)
             if camera is None:
                 path = self.data.video_path[key]

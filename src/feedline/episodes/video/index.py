@@ -141,7 +141,9 @@ def convert_video(sidecar: Sidecar, path: str, folder: Path) -> None:
     fsync_dir(folder)
 
 
-_INDEX_FAULTS = (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, EOFError)
+#: What a damaged index folder raises. ``meta.json`` is checked against its digest before it is
+#: read, so a field of the wrong type past that point is feedline's bug, not damage.
+_INDEX_FAULTS = (OSError, ValueError, KeyError, EOFError)
 
 
 def map_converted(folder: Path, entry: VideoEntry | None = None) -> SampleTable:

@@ -29,14 +29,14 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from feedline.episodes.errors import SidecarDamaged, SidecarError
-from feedline.episodes.video.mp4.table import INT_COLUMNS, SampleTable, TrackInfo, read_table
+from feedline.episodes.video.entries import VideoEntry, check_members, video_entries
+from feedline.episodes.video.mp4.table import INT_COLUMNS, SampleTable, read_table
 from feedline.io import (
     LockTimeout,
     ObjectInfo,
@@ -65,37 +65,15 @@ _VIDEOS_KEY = "sources"
 _DIGEST_TAG = b"feedline-directory-sha256:"
 
 
-@dataclass(frozen=True)
-class VideoEntry:
-    """One indexed video file inside a sidecar.
-
-    Args:
-        path: the MP4, relative to the dataset root.
-        key: prefix of its arrays in the archive (``s<i>``).
-        size: its size in bytes when indexed.
-        fingerprint: the store's content identity when indexed (ETag, hash); ``None`` when the
-            store has none (then the entry is never trusted from a published archive).
-        samples: video samples indexed.
-        info: the track's codec configuration, timescale and edit list.
-    """
-
-    path: str
-    key: str
-    size: int
-    fingerprint: str | None
-    samples: int
-    info: TrackInfo
-
-
-#: Everything numpy's NPZ reader, zipfile, zlib and json raise on a damaged archive.
+#: What numpy's NPZ reader, zipfile, zlib and json raise on a damaged archive (a missing member
+#: is a KeyError). Nothing wider: a TypeError or AttributeError from feedline's own code is a bug
+#: and surfaces as one instead of as a damaged sidecar; a malformed ``meta.json`` (JSON of the
+#: wrong shape) is turned into a ValueError where it is read (:func:`~feedline.episodes.video.entries.video_entries`).
 _ARCHIVE_FAULTS = (
     OSError,
     EOFError,
     ValueError,
     KeyError,
-    TypeError,
-    IndexError,
-    AttributeError,
     zipfile.BadZipFile,
     zlib.error,
 )
@@ -142,12 +120,10 @@ class Sidecar:
             self.content_id: str = meta["content_id"]
             if not isinstance(self.content_id, str) or len(self.content_id) != 64:
                 raise ValueError(f"content_id {self.content_id!r} is not a SHA-256 hex digest")
-            self.entries: dict[str, VideoEntry] = {
-                s["path"]: _video_entry(s) for s in meta[_VIDEOS_KEY]
-            }
+            self.entries: dict[str, VideoEntry] = video_entries(meta[_VIDEOS_KEY])
             sizes = {info.filename: info.file_size for info in self._npz.zip.infolist()}
             for entry in self.entries.values():
-                _check_members(entry, sizes)
+                check_members(entry, sizes)
             recorded = self._npz.zip.comment
             if not recorded.startswith(_DIGEST_TAG):
                 self.verify()  # written before the digest existed, or by another tool
@@ -216,42 +192,6 @@ class Sidecar:
 def _line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())[:200]
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _video_entry(s: dict[str, Any]) -> VideoEntry:
-    fingerprint = s["fingerprint"]
-    if not isinstance(s["path"], str) or not isinstance(s["key"], str) or not s["key"].startswith("s"):
-        raise ValueError(f"video entry {s!r:.80} has no path/key")
-    if fingerprint is not None and not isinstance(fingerprint, str):
-        raise ValueError(f"{s['path']}: fingerprint {fingerprint!r} is not a string")
-    size, samples = s["size"], s["samples"]
-    for name, value in (("size", size), ("samples", samples)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{s['path']}: {name} {value!r} is not a count")
-    info = s["info"]
-    for name in ("width", "height", "timescale", "movie_timescale"):
-        value = info[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{s['path']}: {name} {value!r} is not an integer")
-    if info["timescale"] == 0:
-        raise ValueError(f"{s['path']}: timescale 0")
-    return VideoEntry(s["path"], s["key"], size, fingerprint, samples, TrackInfo.from_json(info))
-
-
-_NPY_HEADER_MAX = 4096  # format 1.0 headers are padded to 64 bytes; ours are < 256
-
-
-def _check_members(entry: VideoEntry, sizes: dict[str, int]) -> None:
-    """Every array of ``entry`` is in the archive with the size ``entry.samples`` implies."""
-    for name in (*INT_COLUMNS, "pts"):
-        member = f"{entry.key}/{name}.npy"
-        if member not in sizes:
-            raise KeyError(f"member {member} of {entry.path} is missing")
-        payload = sizes[member] - 8 * entry.samples
-        if not 0 < payload <= _NPY_HEADER_MAX:
-            raise ValueError(
-                f"member {member} holds {sizes[member]} bytes, not {entry.samples} samples"
-            )
 
 
 def _directory_digest(members: list[zipfile.ZipInfo]) -> bytes:
