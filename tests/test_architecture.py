@@ -39,6 +39,20 @@ def test_the_package_map_lists_every_module_once() -> None:
     assert len(listed) == len(set(listed))
 
 
+def test_the_readme_layout_names_every_package_once() -> None:
+    """README.md's Layout block: one line per package (a folder with ``__init__.py``), its path
+    from ``src/feedline/`` and what it is for."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"^## Layout\n+```\n(.*?)^```", text, flags=re.S | re.M)
+    assert block, "README.md has no ## Layout code block"
+    listed = re.findall(r"^  ([\w/]+)/ +\S", block.group(1), flags=re.M)
+    packages = sorted(p.parent.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("__init__.py")
+                      if p.parent != PACKAGE)
+    missing, stale = sorted(set(packages) - set(listed)), sorted(set(listed) - set(packages))
+    assert not missing and not stale, f"README layout: add {missing}, remove {stale}"
+    assert len(listed) == len(set(listed))
+
+
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
