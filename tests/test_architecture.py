@@ -24,7 +24,7 @@ FLOORS = {
     "run": 3,
     "dedup": 4, "streaming": 4,  # the scheduler both readers run on
     "acquire": 5, "curate": 5, "episodes": 5,
-    "text": 6,  # carries curate's documents into training on the episodes' scheduler
+    "text": 6,  # carries curate's documents into training on the streaming floor
     "cli": 7, "demo": 7,
     "__main__": 8,
 }

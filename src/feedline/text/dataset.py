@@ -1,8 +1,9 @@
-"""``TokenDataset``: fixed windows of token files, streamed under a byte budget on the episode scheduler.
+"""``TokenDataset``: fixed windows of token files, streamed under a byte budget on the streaming floor.
 
-The windows are datatrove's (:mod:`feedline.text.windows`); the schedule is the episode
-reader's, with chunks of consecutive windows in place of episodes: the shard plan deals whole
-chunks to ranks and DataLoader workers (:func:`~feedline.streaming.schedule.plan.plan_shards_arrays`),
+The windows are datatrove's (:mod:`feedline.text.windows`); the schedule is the streaming floor's
+(:mod:`feedline.streaming`, the episode reader's too), with chunks of consecutive windows as
+units: the shard plan deals whole chunks to ranks and DataLoader workers
+(:func:`~feedline.streaming.schedule.plan.plan_shards_arrays`),
 each worker's exact-coverage :class:`~feedline.streaming.schedule.pool.EpisodePool` mixes up to its
 share of ``pool_size`` chunks from across the corpus and yields every window once per epoch, the
 :class:`~feedline.streaming.pipeline.UnitPipeline` fetches chunk byte ranges ahead under the
