@@ -26,7 +26,7 @@ FLOORS = {
     "run": 3,
     "dedup": 4, "streaming": 4,  # the scheduler both readers run on
     "acquire": 5, "curate": 5, "episodes": 5,
-    "text": 6,  # carries curate's documents into training on the episodes' scheduler
+    "text": 6,  # carries curate's documents into training on the streaming floor
     "cli": 7, "demo": 7,
     "__main__": 8,
 }
@@ -44,6 +44,45 @@ def test_the_package_map_lists_every_module_once() -> None:
     listed = re.findall(r"^\| `([\w/]+\.py)` \|", text, flags=re.M)
     modules = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py"))
     assert sorted(listed) == modules
+    assert len(listed) == len(set(listed))
+
+
+#: What a newcomer looks for first; docs/architecture.md's "Where is X" table must answer each.
+WHERE_IS = ("sidecar", "derived index", "byte budget", "exact-coverage pool", "strategies", "windows",
+            "resume", "elastic resume", "mixtures", "forecaster", "doctor")
+
+
+def test_every_path_of_the_where_is_x_table_exists() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = re.search(r"^## Where is X\n(.*?)^## ", text, flags=re.S | re.M)
+    assert section, 'docs/architecture.md has no "## Where is X" section'
+    rows = [row for row in re.findall(r"^\| (.+?) \| (.+) \|$", section.group(1), flags=re.M)
+            if row != ("what", "where")]
+    concepts = " ".join(what for what, _ in rows)
+    assert [c for c in WHERE_IS if c not in concepts] == []
+    wrong = []
+    for what, where in rows:
+        paths = re.findall(r"`([^`]+)`", where)
+        if not paths:
+            wrong.append(f"{what}: no path")
+        for path in paths:  # a folder ends in "/", a module in ".py"
+            target = PACKAGE / path
+            if not (target.is_dir() if path.endswith("/") else target.is_file() and path.endswith(".py")):
+                wrong.append(f"{what}: src/feedline/{path} does not exist")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_readme_layout_names_every_package_once() -> None:
+    """README.md's Layout block: one line per package (a folder with ``__init__.py``), its path
+    from ``src/feedline/`` and what it is for."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"^## Layout\n+```\n(.*?)^```", text, flags=re.S | re.M)
+    assert block, "README.md has no ## Layout code block"
+    listed = re.findall(r"^  ([\w/]+)/ +\S", block.group(1), flags=re.M)
+    packages = sorted(p.parent.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("__init__.py")
+                      if p.parent != PACKAGE)
+    missing, stale = sorted(set(packages) - set(listed)), sorted(set(listed) - set(packages))
+    assert not missing and not stale, f"README layout: add {missing}, remove {stale}"
     assert len(listed) == len(set(listed))
 
 

@@ -1,7 +1,10 @@
 """feedline.episodes: LeRobot v3 datasets read from any store, map-style or streamed.
 
 Names load on first use so the planning and format modules stay usable (and fast to import)
-without torch. ``except EpisodesError`` catches every error of this part.
+without torch. ``except EpisodesError`` catches the dataset's own errors (metadata, Parquet,
+sidecar, frames, the commands); the scheduler's (``MixtureError`` and the other
+:class:`~feedline.streaming.errors.StreamingError` subclasses) root at ``FeedlineError``, so catch
+that to handle both.
 """
 
 from __future__ import annotations

@@ -46,7 +46,8 @@ class EpisodeDataset(EpisodeDatasetBase, Dataset):
         root: a local folder or any URL feedline's I/O layer opens (``s3://``, ``http(s)://``,
             ``hf://datasets/OWNER/NAME@REV``, ``hf://buckets/OWNER/BUCKET``); takes precedence
             over ``repo_id``. Default ``None``.
-        repo_type: ``"dataset"`` (default) or ``"bucket"`` (``hf://buckets/<repo_id>``).
+        repo_type: ``"dataset"`` or ``"bucket"`` (``hf://buckets/<repo_id>``). Default
+            ``"dataset"``.
         revision: branch, tag or commit of a Hub dataset repo; keys the MP4 sidecar cache.
             Default ``None``: the default branch.
         episodes: indices of the episodes to read, in storage order. Default ``None``: all.

@@ -1,8 +1,9 @@
-"""``TokenDataset``: fixed windows of token files, streamed under a byte budget on the episode scheduler.
+"""``TokenDataset``: fixed windows of token files, streamed under a byte budget on the streaming floor.
 
-The windows are datatrove's (:mod:`feedline.text.windows`); the schedule is the episode
-reader's, with chunks of consecutive windows in place of episodes: the shard plan deals whole
-chunks to ranks and DataLoader workers (:func:`~feedline.streaming.schedule.plan.plan_shards_arrays`),
+The windows are datatrove's (:mod:`feedline.text.windows`); the schedule is the streaming floor's
+(:mod:`feedline.streaming`, the episode reader's too), with chunks of consecutive windows as
+units: the shard plan deals whole chunks to ranks and DataLoader workers
+(:func:`~feedline.streaming.schedule.plan.plan_shards_arrays`),
 each worker's exact-coverage :class:`~feedline.streaming.schedule.pool.EpisodePool` mixes up to its
 share of ``pool_size`` chunks from across the corpus and yields every window once per epoch, the
 :class:`~feedline.streaming.pipeline.UnitPipeline` fetches chunk byte ranges ahead under the
@@ -41,10 +42,9 @@ from feedline.streaming.schedule.elastic import PoolMaker
 from feedline.streaming.schedule.mixture import MixtureUnits, source_counts
 from feedline.streaming.schedule.plan import plan_shards_arrays, resolve_rank_and_world
 from feedline.streaming.schedule.slot import WorkerSlot
-from feedline.streaming.settings import DEFAULT_SEED
 from feedline.text.corpus import TokenCorpus
 from feedline.text.errors import TextError
-from feedline.text.settings import TextSettings, renamed_keywords
+from feedline.text.settings import DEFAULTS, TextSettings, renamed_keywords
 from feedline.text.sources import TokenSource, as_sources
 from feedline.text.windows import (
     ChunkTable,
@@ -130,10 +130,10 @@ class TokenDataset(StreamingReader, IterableDataset):
             order, as ``DatatroveFolderDataset`` numbers them), and ``source_index``. Default ``False``.
         seed: with the epoch, seeds the plan, the pools and a mixture's cycles. Default 1000;
             ``None`` uses the fixed streaming seed 42.
-        rank, world_size: this process's rank and the number of ranks. Default: from
+        rank, world_size: this process's rank and the number of ranks. Default ``None``: from
             ``torch.distributed`` when initialised, else ``RANK``/``WORLD_SIZE``, else 0 and 1.
-        chunk_windows: consecutive windows fetched as one chunk (one ranged read). Default: about
-            1 MiB of tokens.
+        chunk_windows: consecutive windows fetched as one chunk (one ranged read). Default
+            ``None``: about 1 MiB of tokens.
         pool_size: chunks mixed at once per rank (each worker's pool holds 1/N). Default 64.
         byte_budget_gb: GiB of fetched tokens held per rank (1/N per worker), as the episode
             reader's ``byte_budget_gb``. Default 0.5 (the old ``byte_budget_mb=512``).
@@ -144,16 +144,17 @@ class TokenDataset(StreamingReader, IterableDataset):
         queue_size: windows each worker holds ready ahead. Default 64.
         sampling_strategy: the pool's strategy (``"remaining"``, ``"round_robin"`` or
             ``"spread"``). Default ``"remaining"``.
-        epoch_size: windows per epoch over all sources, with ``weight`` sources. Default: the
-            sum of the sources' windows.
+        epoch_size: windows per epoch over all sources, with ``weight`` sources. Default
+            ``None``: the sum of the sources' windows.
         allow_order_change: resume a checkpoint of other order settings at the nearest epoch
             boundary instead of refusing it. Default ``False``.
         outage_s: seconds the store may fail transiently while reads are retried; past it the
             epoch stops with one line naming the store. Default 60.
         replication: N consecutive ranks read identical windows (tensor or context
             parallelism); the plan and the checkpoint count ``world_size // N`` groups. Default 1.
-        storage_options: for the store of a root given as a path or URL. Default none.
+        storage_options: for the store of a root given as a path or URL. Default ``None``.
         token_size: bytes per token of a folder with neither a manifest nor ``.ds.metadata``.
+            Default ``None``: the manifest's or ``.ds.metadata``'s.
         **renamed: ``byte_budget_mb`` and ``strategy``, the keywords of earlier releases
             (accepted with a ``DeprecationWarning``).
     """
@@ -171,21 +172,21 @@ class TokenDataset(StreamingReader, IterableDataset):
         labels: bool = False,
         return_positions: bool = False,
         return_index: bool = False,
-        seed: int | None = DEFAULT_SEED,
+        seed: int | None = DEFAULTS.seed,
         rank: int | None = None,
         world_size: int | None = None,
         chunk_windows: int | None = None,
-        pool_size: int = 64,
+        pool_size: int = DEFAULTS.pool_size,
         byte_budget_gb: float | None = None,
-        prefetch_chunks: int = 8,
-        fetch_threads: int = 8,
-        assemble_threads: int = 0,
-        queue_size: int = 64,
+        prefetch_chunks: int = DEFAULTS.prefetch_chunks,
+        fetch_threads: int = DEFAULTS.fetch_threads,
+        assemble_threads: int = DEFAULTS.assemble_threads,
+        queue_size: int = DEFAULTS.queue_size,
         sampling_strategy: str | None = None,
         epoch_size: int | None = None,
-        allow_order_change: bool = False,
-        outage_s: float = 60.0,
-        replication: int = 1,
+        allow_order_change: bool = DEFAULTS.allow_order_change,
+        outage_s: float = DEFAULTS.outage_s,
+        replication: int = DEFAULTS.replication,
         storage_options: Mapping[str, Any] | None = None,
         token_size: int | None = None,
         **renamed: Any,

@@ -15,7 +15,7 @@ from typing import Any
 
 from feedline.streaming.settings import DEFAULT_SEED, ReaderSettings, floor_field
 
-__all__ = ["TextSettings", "renamed_keywords"]
+__all__ = ["DEFAULTS", "TextSettings", "renamed_keywords"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,11 @@ class TextSettings(ReaderSettings):
     allow_order_change: bool = floor_field("allow_order_change", False)
     outage_s: float = floor_field("outage_s", 60.0)
     replication: int = floor_field("replication", 1)
+
+
+#: The token reader's defaults, as one value: ``TokenDataset``'s signature reads them here, so a
+#: default changed in the table is the constructor's too.
+DEFAULTS = TextSettings()
 
 
 #: Keywords of earlier releases: old name -> (new name, how a value converts).

@@ -6,7 +6,7 @@ tail that does not fill a window is dropped, exactly as datatrove's ``DatatroveF
 cuts a file for ``seq_len = L``.
 
 A *chunk* is a run of up to ``chunk_windows`` consecutive windows of one file: one contiguous
-byte range, fetched with one ranged read. Chunks are what the episode scheduler deals, pools and
+byte range, fetched with one ranged read. Chunks are what the streaming floor deals, pools and
 resumes in place of episodes: the chunk id is the episode index, its window count the episode
 length, its byte range the payload. Chunk ids run over the files in order, every file's chunks
 back to back, the last chunk of a file holding what is left of it.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -21,6 +23,16 @@ def test_the_table_is_what_pools_and_datasets_accept() -> None:
     streams = [s.stream for s in POOL_STRATEGIES.values()]
     assert len(set(streams)) == len(streams)  # no two strategies share random numbers
     assert get_strategy("round_robin") is POOL_STRATEGIES["round_robin"]
+
+
+def test_the_pool_and_strategy_modules_describe_every_strategy_of_the_table() -> None:
+    """A strategy registered in the table gets its one line in both module docstrings."""
+    import feedline.streaming.schedule.pool as pool
+    import feedline.streaming.schedule.strategies as strategies
+
+    for module in (pool, strategies):
+        described = set(re.findall(r"^\* ``(\w+)`` - \S", module.__doc__ or "", flags=re.M))
+        assert described == set(POOL_STRATEGIES), module.__name__
 
 
 @pytest.mark.parametrize("name", ["uniform", "", None, ["remaining"]])

@@ -78,12 +78,15 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, StreamingReader, IterableDatas
             :class:`~feedline.episodes.mapstyle.EpisodeDataset`. Default ``None`` (give ``root``).
         episode_pool_size: most whole episodes mixed at once per rank; each worker's
             exact-coverage pool holds 1/N of them. Larger mixes more, holds more bytes.
-            Default 32.
+            Default 256.
         sampling_strategy: how a worker's pool orders the frames of its resident episodes, a key
-            of :data:`~feedline.streaming.schedule.strategies.POOL_STRATEGIES`: ``"remaining"``
-            (default) draws weighted by remaining frames; ``"round_robin"`` shuffles the resident
-            episodes each round and takes one shuffled frame of each. Both yield every frame
-            exactly once per epoch.
+            of :data:`~feedline.streaming.schedule.strategies.POOL_STRATEGIES`: ``"spread"``
+            plays each resident episode forward from a random frame, its frames evenly spaced
+            over one shared stay (batches mix about as many episodes as a global shuffle, each
+            frame decoded once); ``"remaining"`` draws weighted by remaining frames;
+            ``"round_robin"`` shuffles the resident episodes each round and takes one shuffled
+            frame of each. All three yield every frame exactly once per epoch. Default
+            ``"spread"``.
         prefetch_episodes: episodes each worker may fetch ahead of what its pool needs now, per
             worker (within the byte budget). Default 8.
         byte_budget_gb: most GiB of fetched payload (mini-MP4s plus Parquet row groups) held per

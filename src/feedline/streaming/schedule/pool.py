@@ -5,11 +5,13 @@ most ``pool_size`` resident episodes (and, optionally, at most ``byte_budget`` o
 bytes); when a resident episode's last frame is drawn, the next episodes of the admission order
 are admitted as count and bytes allow. Every frame of every owned episode is yielded exactly once.
 
-Strategies, registered by name in :data:`~feedline.streaming.schedule.strategies.POOL_STRATEGIES`:
+Strategies, registered by name in :data:`~feedline.streaming.schedule.strategies.POOL_STRATEGIES`
+(both readers' ``sampling_strategy``; the episode reader defaults to ``spread``):
 
-* ``remaining`` - pick a resident episode with probability proportional to its remaining frames,
-  then a random remaining frame of it. Equivalently: the next anchor is uniform over all remaining
-  frames of the resident episodes.
+* ``spread`` - each resident episode plays forward from a random frame, its frames evenly spaced
+  over one stay shared by every episode, so batches mix about as many episodes as a global shuffle.
+* ``remaining`` - the next anchor is uniform over all remaining frames of the resident episodes
+  (an episode drawn in proportion to its remaining frames, then one of them).
 * ``round_robin`` - each round shuffles the resident episodes and takes one shuffled remaining
   frame from each; episodes admitted during a round join the next round.
 

@@ -1,4 +1,4 @@
-"""The one checkpoint contract every stateful stage of the episode reader implements.
+"""The one checkpoint contract every stateful stage of both streaming readers implements.
 
 Why one contract: a resume bug in any stage silently repeats or skips data, so every stateful
 stage declares it (subclasses :class:`Stateful`) and exposes the same two methods - the pool

@@ -9,6 +9,16 @@ admission order, "which frame rings after which delay, and how long does each ep
 admission, byte limits and merging blocks stay in the pool. Registering a function here makes
 it selectable as ``sampling_strategy=`` (MosaicML Streaming dispatches its shuffles the same
 way in ``shuffle/__init__.py``; ours are a few lines each, so they share one module).
+
+The table holds three:
+
+* ``spread`` - every episode stays the same time and rings its frames evenly over it, in
+  playback order from a random start: batches as diverse as a global shuffle, each frame decoded
+  once.
+* ``remaining`` - every frame rings after an independent Exp(1) delay: the next anchor is uniform
+  over the resident episodes' remaining frames.
+* ``round_robin`` - one shuffled frame of each resident episode per round, the episodes shuffled
+  in each round.
 """
 
 from __future__ import annotations
