@@ -108,7 +108,7 @@ def _check_source(args: Any) -> None:
 
 def cmd_train(ns: argparse.Namespace) -> int:
     started = time.perf_counter()
-    from feedline.episodes.errors import EpisodesError
+    from feedline.episodes.errors import EpisodesError, StreamingError
     from feedline.episodes.train.flags import settings_help, split_args, train_message
 
     argv = list(ns.args)
@@ -127,5 +127,5 @@ def cmd_train(ns: argparse.Namespace) -> int:
         return run(args, started)
     except TrainError:
         raise
-    except EpisodesError as exc:  # the reader names keywords; a command line names flags
+    except (EpisodesError, StreamingError) as exc:  # the reader names keywords; flags here
         raise TrainError(train_message(exc)) from exc
