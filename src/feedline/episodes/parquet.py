@@ -83,13 +83,14 @@ def read_footer(store: Store, path: str) -> pq.FileMetaData:
     """A Parquet file's footer (one small read); a damaged file is an :class:`EpisodeFormatError`
     naming it."""
     where = store.url(path)
-    with _open(store, path) as handle, named_parquet_errors(where):
-        metadata = pq.ParquetFile(_unbuffered(handle)).metadata
+    with open_data_file(store, path) as handle, named_parquet_errors(where):
+        metadata = pq.ParquetFile(unbuffered(handle)).metadata
         metadata.schema.to_arrow_schema()  # the base64 ARROW:schema is decoded here
         return metadata
 
 
-def _open(store: Store, path: str) -> Any:
+def open_data_file(store: Store, path: str) -> Any:
+    """``store.open(path)``, a missing file named as a data file (an ``EpisodeFormatError``)."""
     try:
         return store.open(path)
     except NotFoundError:
@@ -266,7 +267,7 @@ def _filter_episode(table: pa.Table, want: EpisodeRows, where: str) -> pa.Table:
     return rows
 
 
-def _unbuffered(handle: Any) -> Any:
+def unbuffered(handle: Any) -> Any:
     """The store's file object without its read-ahead buffer.
 
     pyarrow already reads exactly the footer and the coalesced column chunks it needs; a
@@ -293,8 +294,8 @@ def read_episodes_rows(
     (:class:`RowGroupIndex`), so a fetch does no per-group work on a large footer.
     """
     where = store.url(data_path)
-    with _open(store, data_path) as handle, named_parquet_errors(where):
-        pf = pq.ParquetFile(_unbuffered(handle), metadata=metadata, pre_buffer=True, **VERIFY_PAGES)
+    with open_data_file(store, data_path) as handle, named_parquet_errors(where):
+        pf = pq.ParquetFile(unbuffered(handle), metadata=metadata, pre_buffer=True, **VERIFY_PAGES)
         names = pf.schema_arrow.names
         for required in ("index", "episode_index"):
             if required not in names:
@@ -353,8 +354,8 @@ def read_file_episodes(
     episode_index = np.asarray(episode_index, np.int64)
     from_index = np.asarray(from_index, np.int64)
     to_index = np.asarray(to_index, np.int64)
-    with _open(store, data_path) as handle, named_parquet_errors(where):
-        pf = pq.ParquetFile(_unbuffered(handle), pre_buffer=True, **VERIFY_PAGES)
+    with open_data_file(store, data_path) as handle, named_parquet_errors(where):
+        pf = pq.ParquetFile(unbuffered(handle), pre_buffer=True, **VERIFY_PAGES)
         names = pf.schema_arrow.names
         for required in ("index", "episode_index"):
             if required not in names:

@@ -146,15 +146,14 @@ def unit_facts(dataset: Any, units: Iterator[int] | list[int]) -> UnitFacts:
 def _parquet_needed(source: Any, position: int) -> int:
     """The compressed bytes of an episode's own rows: each row group it touches, pro rata."""
     table = source.reader.episode_table
-    metadata = source.parquet_footers[table.data_path[position]]
+    index = source.parquet.indexes[table.data_path[position]]
     want = EpisodeRows(int(table.episode_index[position]), int(table.dataset_from_index[position]),
                        int(table.dataset_to_index[position]))
     total = 0
     groups = source.parquet.groups_of(position)
-    for g in groups if groups is not None else candidate_row_groups(metadata, want):
-        rg = metadata.row_group(g)
-        nbytes = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
-        total += nbytes * min(1.0, (want.to_index - want.from_index) / max(1, rg.num_rows))
+    for g in groups if groups is not None else candidate_row_groups(index, want):
+        rows = int(index.num_rows[g])
+        total += int(index.nbytes[g]) * min(1.0, (want.to_index - want.from_index) / max(1, rows))
     return int(total)
 
 

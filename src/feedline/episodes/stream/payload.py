@@ -21,18 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from feedline.episodes.assemble import EpisodeData, EpisodeWindows, SampleSpec, assemble_sample
 from feedline.episodes.base import column_to_numpy
 from feedline.episodes.errors import FrameReleasedError, StreamingError
+from feedline.episodes.footer import DataFooter, read_data_footer
 from feedline.episodes.format import EpisodeTable
-from feedline.episodes.parquet import (
-    EpisodeRows,
-    RowGroupIndex,
-    read_episodes_rows,
-    read_footer,
-)
+from feedline.episodes.parquet import EpisodeRows, RowGroupIndex, read_episodes_rows
 from feedline.episodes.stream.decoded import CameraFrames, DecodedFrames
 from feedline.episodes.video.frames import VideoFrameReader
 from feedline.episodes.video.minimp4 import (
@@ -94,16 +89,20 @@ class ParquetLayout:
 
     Pruned for every episode of a file at once (:class:`~feedline.episodes.parquet.RowGroupIndex`);
     fetches pass an episode's groups to the read, so no worker walks a footer per episode.
+    Footers are kept as bytes (:class:`~feedline.episodes.footer.DataFooter`) and cut to the
+    episode's groups at fetch, so no process holds every footer parsed.
 
     Args:
-        footers: every data file's footer (the fetch hands it to pyarrow).
+        footers: every data file's footer bytes and group positions.
+        indexes: every data file's row-group pruning arrays.
         ptr: episode at position ``i`` has groups ``groups[ptr[i]:ptr[i + 1]]`` (``None``: only
             the bytes are known).
         groups: candidate row groups, concatenated (``None`` with ``ptr``).
         nbytes: per position, the compressed bytes of its candidate groups.
     """
 
-    footers: dict[str, pq.FileMetaData]
+    footers: dict[str, DataFooter]
+    indexes: dict[str, RowGroupIndex]
     ptr: np.ndarray | None
     groups: np.ndarray | None
     nbytes: np.ndarray
@@ -116,16 +115,17 @@ class ParquetLayout:
 
 
 def parquet_layout(
-    store: Store, table: EpisodeTable, footers: Mapping[str, pq.FileMetaData] | None = None
+    store: Store, table: EpisodeTable, footers: Mapping[str, DataFooter] | None = None
 ) -> ParquetLayout:
     """Every selected episode's candidate row groups and bytes (``footers``: from
     :func:`parquet_footers`, else read here)."""
     footers = dict(footers) if footers is not None else parquet_footers(store, table)
+    indexes = {path: footer.index for path, footer in footers.items()}
     n = len(table)
     counts = np.zeros(n, np.int64)
     found = []
     for path, positions in table.positions_by_data_file().items():
-        index = RowGroupIndex.from_footer(footers[path])
+        index = indexes[path]
         ptr, groups = index.candidates(
             table.episode_index[positions], table.dataset_from_index[positions],
             table.dataset_to_index[positions],
@@ -141,17 +141,17 @@ def parquet_layout(
         slot = ptr_all[positions[owner]] + (np.arange(len(groups)) - ptr[owner])
         groups_all[slot] = groups
         np.add.at(nbytes, positions[owner], group_bytes)
-    return ParquetLayout(footers, ptr_all, groups_all, nbytes)
+    return ParquetLayout(footers, indexes, ptr_all, groups_all, nbytes)
 
 
-def parquet_footers(store: Store, table: EpisodeTable) -> dict[str, pq.FileMetaData]:
+def parquet_footers(store: Store, table: EpisodeTable) -> dict[str, DataFooter]:
     """Every data file's footer, read once (fetches reuse it: no footer read per episode); a
     damaged file is an ``EpisodeFormatError`` naming it."""
-    return {path: read_footer(store, path) for path in table.data_files()}
+    return {path: read_data_footer(store, path) for path in table.data_files()}
 
 
 def parquet_episode_bytes(
-    store: Store, table: EpisodeTable, footers: Mapping[str, pq.FileMetaData] | None = None
+    store: Store, table: EpisodeTable, footers: Mapping[str, DataFooter] | None = None
 ) -> dict[int, int]:
     """Per episode, the compressed bytes of the data row groups that can hold its rows
     (``footers``: from :func:`parquet_footers`, else read here)."""
@@ -273,7 +273,7 @@ def episode_spans(
         layout = parquet_bytes
     else:  # per-episode bytes given as a mapping (no row groups known)
         nbytes = np.array([int(parquet_bytes.get(int(e), 0)) for e in table.episode_index], np.int64)
-        layout = ParquetLayout({}, None, None, nbytes)
+        layout = ParquetLayout({}, {}, None, None, nbytes)
     return SpanIndex(table, first, last, video_bytes, layout, reader)
 
 
@@ -458,15 +458,15 @@ def fetch_episode(
     reader: VideoFrameReader,
     table: EpisodeTable,
     spans: EpisodeSpans,
-    footers: Mapping[str, pq.FileMetaData] | None = None,
+    footers: Mapping[str, DataFooter] | None = None,
     *,
     decoded: DecodedFrames,
     tolerance_s: float,
 ) -> EpisodePayload:
     """Read one episode's Parquet rows and every camera's mini-MP4 bytes (ranged reads).
 
-    ``footers`` (:func:`parquet_footers`): the data files' footers, so only the episode's row
-    groups are read; without them each fetch reads its file's footer first. ``decoded``: the
+    ``footers`` (:func:`parquet_footers`): the data files' footers, cut to the episode's row
+    groups, so only those are read; without them each fetch reads its file's footer first. ``decoded``: the
     worker's decoded-frame memory the payload decodes into; ``tolerance_s``: as for the spans.
     """
     i = spans.position
@@ -474,8 +474,19 @@ def fetch_episode(
     want = EpisodeRows(ep, int(table.dataset_from_index[i]), int(table.dataset_to_index[i]))
     path = table.data_path[i]
     footer = None if footers is None else footers.get(path)
-    groups = None if spans.row_groups is None or footer is None else {ep: spans.row_groups}
-    rows = read_episodes_rows(store, path, [want], metadata=footer, row_groups=groups)[ep]
+    if footer is None:
+        rows = read_episodes_rows(store, path, [want])[ep]
+    else:
+        groups = spans.row_groups
+        if groups is None:  # not pruned at the open: prune now, with the footer's arrays
+            ptr, found = footer.index.candidates(
+                np.array([ep]), np.array([want.from_index]), np.array([want.to_index])
+            )
+            groups = tuple(found[ptr[0] : ptr[1]].tolist())
+        cut = footer.subset(list(groups), store.url(path))
+        rows = read_episodes_rows(
+            store, path, [want], metadata=cut, row_groups={ep: range(len(groups))}
+        )[ep]
     columns = {name: column_to_numpy(rows.column(name)) for name in rows.column_names}
     minis: dict[str, tuple[MiniMp4, ...]] = {}
     fetched = spans.parquet_bytes
