@@ -21,7 +21,7 @@ def run_feedline(
     *args: str,
     env: dict[str, str] | None = None,
     check: bool = False,
-    timeout: float = 120,
+    timeout: float = 300,
     text: bool = True,
     **kwargs: Any,
 ) -> subprocess.CompletedProcess:
