@@ -63,6 +63,9 @@ def test_open_costs_per_file_not_per_episode(reader, many_short, monkeypatch, tm
     files = {k: len(v) for k, v in many_short.video_files.items()}
     assert ds.num_episodes == 60
     assert calls["headers"] <= sum(files.values())  # a file's first span at most, never per episode
-    assert calls["footers"] == len(many_short.data_files)
+    # the streaming reader's footers come from the node's cache the first open filled; the
+    # map-style reader reads every row once, each file's footer with it
+    cached = reader is StreamingEpisodeDataset
+    assert calls["footers"] == (0 if cached else len(many_short.data_files))
     assert calls["episodes"] == 0
     assert len(many_short.data_files) >= 2 and min(files.values()) >= 2

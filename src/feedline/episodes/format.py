@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from feedline.episodes.errors import EpisodeFormatError
+from feedline.episodes.metacache import cached_episode_table
 from feedline.episodes.parquet import VERIFY_PAGES, named_parquet_errors
 from feedline.episodes.table import (  # Episode, VideoSpan: re-exported, they were born here
     Episode,  # noqa: F401
@@ -464,8 +465,13 @@ def _check_timestamps(
 def load_meta(store: Store) -> DatasetMeta:
     """Read a dataset's ``meta/`` through ``store`` (a few small reads; no payload is touched)."""
     info = read_info(store)
-    files = episodes_files(store, info)
-    episodes = read_episode_table(store, info, files)
+
+    def build() -> tuple[EpisodeTable, list[str]]:
+        files = episodes_files(store, info)
+        return read_episode_table(store, info, files), files
+
+    first = EPISODES_PATH.format(chunk_index=0, file_index=0)
+    episodes, files = cached_episode_table(store, info, first, build)
     return DatasetMeta(
         store=store,
         info=info,

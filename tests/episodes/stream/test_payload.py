@@ -79,6 +79,12 @@ class Opened:
                                    TOLERANCE_S)
 
 
+@pytest.fixture(autouse=True)
+def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with an empty cache, so what it counts are the reads of a first open."""
+    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "feedline-home"))
+
+
 @pytest.fixture
 def opened(av1_dataset: SyntheticDataset) -> Opened:
     return Opened(av1_dataset.root)
@@ -119,13 +125,18 @@ def test_parquet_bytes_are_the_episodes_own_row_groups(opened: Opened, av1_datas
         start, end = _row_group_spans(av1_dataset.root / av1_dataset.data_files[file])[group]
         expected[ep] = end - start
     assert opened.parquet == expected
-    opened.store.reads.clear()
-    parquet_episode_bytes(opened.store, opened.table)
-    assert sorted({path for path, _, _ in opened.store.reads}) == av1_dataset.data_files
+    fresh = RecordingStore(opened.root)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FEEDLINE_HOME", str(opened.root.parent / "another-home"))
+        parquet_episode_bytes(fresh, opened.table)
+    assert sorted({path for path, _, _ in fresh.reads}) == av1_dataset.data_files
     # footers only: one read per file, ending at its end (small files fit the footer read)
     for path in av1_dataset.data_files:
-        reads = opened.store.reads_of(path)
+        reads = fresh.reads_of(path)
         assert len(reads) == 1 and reads[0][1] == (av1_dataset.root / path).stat().st_size
+    opened.store.reads.clear()
+    assert parquet_episode_bytes(opened.store, opened.table) == expected
+    assert opened.store.reads == []  # cached on the node: a second open reads no footer
 
 
 def test_row_groups_are_pruned_by_statistics_and_kept_without_them(copied: Path) -> None:
@@ -204,7 +215,7 @@ def test_with_the_footers_read_once_a_fetch_reads_only_the_episodes_row_group(op
     opened.store.reads.clear()
     footers = parquet_footers(opened.store, opened.table)
     assert parquet_episode_bytes(opened.store, opened.table, footers) == opened.parquet
-    assert len(opened.store.reads) == len(set(opened.table.data_path))  # one footer read per file
+    assert opened.store.reads == []  # read once at the open, then from the node's cache
     for episode in (0, 1):  # two episodes of one data file
         spans = opened.spans[episode]
         opened.store.reads.clear()

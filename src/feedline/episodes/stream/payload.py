@@ -25,8 +25,9 @@ import numpy as np
 from feedline.episodes.assemble import EpisodeData, EpisodeWindows, SampleSpec, assemble_sample
 from feedline.episodes.base import column_to_numpy
 from feedline.episodes.errors import FrameReleasedError, StreamingError
-from feedline.episodes.footer import DataFooter, read_data_footer
+from feedline.episodes.footer import DataFooter
 from feedline.episodes.format import EpisodeTable
+from feedline.episodes.metacache import cached_footer
 from feedline.episodes.parquet import EpisodeRows, RowGroupIndex, read_episodes_rows
 from feedline.episodes.stream.decoded import CameraFrames, DecodedFrames
 from feedline.episodes.video.frames import VideoFrameReader
@@ -145,9 +146,9 @@ def parquet_layout(
 
 
 def parquet_footers(store: Store, table: EpisodeTable) -> dict[str, DataFooter]:
-    """Every data file's footer, read once (fetches reuse it: no footer read per episode); a
-    damaged file is an ``EpisodeFormatError`` naming it."""
-    return {path: read_data_footer(store, path) for path in table.data_files()}
+    """Every data file's footer, read once per node (:mod:`feedline.episodes.metacache`; fetches
+    reuse it: no footer read per episode); a damaged file is an ``EpisodeFormatError`` naming it."""
+    return {path: cached_footer(store, path) for path in table.data_files()}
 
 
 def parquet_episode_bytes(
