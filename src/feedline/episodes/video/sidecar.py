@@ -293,7 +293,9 @@ def _write_npy(zf: zipfile.ZipFile, name: str, array: np.ndarray, digest: Any) -
     digest.update(name.encode() + b"\0" + data)
     member = zipfile.ZipInfo(name + ".npy", _ZIP_TIME)
     member.compress_type = zipfile.ZIP_DEFLATED
-    zf.writestr(member, data, compresslevel=6)
+    # Level 1: sample tables (offsets, sizes, ticks) deflate to within a few % of level 6's
+    # size, 3-7x faster; at 100,000 episodes level 6 was most of a cold open's sidecar build.
+    zf.writestr(member, data, compresslevel=1)
 
 
 def _video_json(path: str, key: str, info: ObjectInfo | VideoEntry, table: SampleTable) -> dict[str, Any]:
