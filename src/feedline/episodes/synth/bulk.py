@@ -56,6 +56,7 @@ from feedline.episodes.synth.writer import (
     PAGE_CRCS,
     _features,
     _hf_features_json,
+    tasks_table,
 )
 from feedline.run.pool import pool_map
 from feedline.run.progress import Progress
@@ -466,10 +467,7 @@ def _write(
         parts = list(pool_map(_write_group, groups, processes=processes, progress=bar.update,
                               describe=lambda g: f"file group chunk-{g.chunk:03d}/file-{g.file:03d}"))
     shutil.rmtree(scratch)
-    pq.write_table(
-        pa.table({"task_index": pa.array(range(len(result.tasks)), pa.int64()), "task": result.tasks}),
-        stage / TASKS_PATH, **PAGE_CRCS,
-    )
+    pq.write_table(tasks_table(result.tasks), stage / TASKS_PATH, **PAGE_CRCS)
     (stage / STATS_PATH).write_text(json.dumps(_merge(parts, result.camera_keys), indent=4))
     video_info = {
         "video.height": height, "video.width": width, "video.codec": "h264",
