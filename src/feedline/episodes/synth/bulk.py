@@ -382,6 +382,7 @@ def write_bulk_dataset(
     noise: int = 0,
     tasks: Sequence[str] = DEFAULT_TASKS,
     seed: int = 0,
+    gop: int = 2,
     crf: int = 23,
     preset: str = "ultrafast",
     meta_row_group_size: int = 10,
@@ -392,7 +393,8 @@ def write_bulk_dataset(
 ) -> BulkDataset:
     """Write a LeRobot v3 dataset of ``episodes`` short episodes under ``root`` (must not exist).
 
-    Episode lengths are drawn uniformly from ``[min_frames, max_frames]`` with ``seed``.
+    ``gop`` is the keyframe interval (2, LeRobot's default); every episode starts on an IDR
+    frame whatever it is. Episode lengths are drawn uniformly from ``[min_frames, max_frames]`` with ``seed``.
     ``episodes_per_file`` consecutive episodes share a data file (one row group each), one MP4
     per camera and a ``meta/episodes`` file (``meta_row_group_size`` rows per row group, as
     LeRobot's metadata buffer flushes ten). ``workers`` spawned processes write file groups in
@@ -408,6 +410,8 @@ def write_bulk_dataset(
         raise SynthError(f"need 1 <= min_frames <= max_frames <= {MAX_FRAMES}, got {min_frames}..{max_frames}")
     if not 1 <= variants <= MAX_VARIANTS or not 1 <= cameras <= 16 or not tasks:
         raise SynthError(f"need 1..{MAX_VARIANTS} variants, 1..16 cameras and at least one task")
+    if gop < 1:
+        raise SynthError(f"gop must be positive, got {gop}")
     if width < 32 or height < 24 or width % 2 or height % 2:
         raise SynthError(f"frame size {width}x{height}: need even sizes of at least 32x24")
     if root.exists():
@@ -418,8 +422,8 @@ def write_bulk_dataset(
     root.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
     try:
-        _write(stage, result, width, height, noise, crf, preset, meta_row_group_size, state_dim,
-               robot_type, workers, progress)
+        _write(stage, result, width, height, noise, gop, crf, preset, meta_row_group_size,
+               state_dim, robot_type, workers, progress)
         os.replace(stage, root)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
@@ -428,13 +432,14 @@ def write_bulk_dataset(
 
 
 def _write(
-    stage: Path, result: BulkDataset, width: int, height: int, noise: int, crf: int, preset: str,
+    stage: Path, result: BulkDataset, width: int, height: int, noise: int, gop: int, crf: int,
+    preset: str,
     meta_row_group_size: int, state_dim: int, robot_type: str, workers: int | None,
     progress: bool | None,
 ) -> None:
     lengths, fps, variants = result.episode_lengths, result.fps, result.variants
     episodes = len(lengths)
-    enc = {"g": "1000", "bf": "0", "crf": str(crf), "preset": preset, "forced-idr": "1",
+    enc = {"g": str(gop), "bf": "0", "crf": str(crf), "preset": preset, "forced-idr": "1",
            "x264-params": "scenecut=0"}
     keys = sorted({(int(length) * variants + v, int(length)) for length in np.unique(lengths)
                    for v in range(min(variants, episodes))})
@@ -472,7 +477,7 @@ def _write(
     video_info = {
         "video.height": height, "video.width": width, "video.codec": "h264",
         "video.pix_fmt": "yuv420p", "video.is_depth_map": False, "video.fps": fps,
-        "video.channels": 3, "video.g": 1000, "video.crf": crf, "video.preset": preset,
+        "video.channels": 3, "video.g": gop, "video.crf": crf, "video.preset": preset,
         "video.fast_decode": 0, "video.video_backend": "pyav",
         "video.extra_options": {"bf": 0}, "has_audio": False,
     }
