@@ -65,7 +65,9 @@ from typing import Any
 
 import numpy as np
 
-from feedline.episodes.forecast.measure import PssSampler  # the library's, also used by feedline plan
+from feedline.episodes.forecast.measure import (
+    PssSampler,  # the library's, also used by feedline plan
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests/servers.py starts nginx the way the test suite does
@@ -244,8 +246,8 @@ def run_streaming(url: str, args: argparse.Namespace, epochs: int = 2,
                   decoded_cache_gb: float | None = None, strategy: str | None = None) -> dict[str, Any]:
     from torch.utils.data import DataLoader
 
-    from feedline.streaming.schedule.diversity import DIVERSITY_METRICS
     from feedline.episodes.stream.dataset import StreamingEpisodeDataset
+    from feedline.streaming.schedule.diversity import DIVERSITY_METRICS
 
     extra: dict[str, Any] = {} if decoded_cache_gb is None else {"decoded_cache_gb": decoded_cache_gb}
     if strategy is not None:
@@ -470,9 +472,9 @@ def main() -> int:
 
     from tests.servers import run_nginx
 
+    from feedline.episodes.settings import DEFAULTS
     from feedline.streaming.schedule.diversity import ideal_diversity
     from feedline.streaming.schedule.pool import STRATEGIES
-    from feedline.episodes.settings import DEFAULTS
 
     rows: list[str] = []
     diversity: list[str] = []
