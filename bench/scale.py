@@ -17,7 +17,9 @@ Every figure is measured in a fresh subprocess:
   ``shuffle=True``) and the main process's peak RSS;
 * ``feedline doctor URL``: wall time and peak RSS (``wait4``), with its own empty home.
 
-A size whose measurement fails or times out gets a one-line reason in its row; the others go on.
+A measurement that fails, passes ``--timeout`` or whose processes together pass
+``--memory-limit-gb`` of PSS (checked every 0.25 s; the whole process tree is then killed) gets
+a one-line reason in its row; the others go on.
 Run: ``.venv/bin/python bench/scale.py [--sizes 10000,100000,1000000]``.
 """
 
@@ -27,6 +29,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -115,6 +118,59 @@ def _last_line(text: str) -> str:
     return lines[-1][:160] if lines else "no output"
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (DataLoader workers, the decoders they start)."""
+    out, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        out.append(here)
+        for task in Path(f"/proc/{here}/task").glob("*"):
+            try:
+                todo += [int(p) for p in (task / "children").read_text().split()]
+            except OSError:
+                continue
+    return out
+
+
+def run_guarded(command: list[str], env: dict[str, str], what: str,
+                args: argparse.Namespace) -> tuple[str, float, float, float]:
+    """Run ``command`` in its own session with ``--timeout`` and ``--memory-limit-gb`` (the
+    summed PSS of its process tree, so a 1M-episode run cannot push the machine into swap);
+    return its stdout, wall seconds, peak RSS of the main process (``wait4``) and the tree's
+    peak PSS, both in MiB. A failure, a timeout or the limit raises :class:`Skipped`."""
+    from feedline.episodes.forecast.costs import pss_of
+
+    limit = args.memory_limit_gb * 2**30
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        began = time.perf_counter()
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=err, start_new_session=True)
+        peak = 0
+        reason = None
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            peak = max(peak, sum(pss_of(p) for p in _tree(proc.pid)))
+            if peak > limit:
+                reason = f"{what}: stopped at {peak / 2**30:.1f} GiB PSS (--memory-limit-gb {args.memory_limit_gb:g})"
+            elif time.perf_counter() - began > args.timeout:
+                reason = f"{what}: timed out after {args.timeout:.0f} s"
+            if reason:
+                os.killpg(proc.pid, signal.SIGKILL)
+                os.waitpid(proc.pid, 0)
+                proc.returncode = -9
+                raise Skipped(reason)
+            time.sleep(0.25)
+        seconds = time.perf_counter() - began
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    if code != 0:
+        raise Skipped(f"{what}: exit {code}: {_last_line(stderr)}")
+    return stdout, seconds, usage.ru_maxrss / 1024, peak / 2**20
+
+
 def measure(kind: str, url: str, home: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Run one child measurement in a fresh process with ``$FEEDLINE_HOME`` = ``home``."""
     command = [sys.executable, __file__, "--child", kind, "--url", url,
@@ -122,39 +178,17 @@ def measure(kind: str, url: str, home: Path, args: argparse.Namespace) -> dict[s
                "--steady-batches", str(args.steady_batches if kind == "stream" else 0),
                "--warm-batches", str(args.warm_batches), "--timeout", str(args.timeout)]
     env = {**os.environ, "FEEDLINE_HOME": str(home)}
-    try:
-        proc = subprocess.run(command, env=env, capture_output=True, text=True,
-                              timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        raise Skipped(f"{kind}: timed out after {args.timeout:.0f} s") from None
-    if proc.returncode != 0:
-        raise Skipped(f"{kind}: exit {proc.returncode}: {_last_line(proc.stderr)}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    stdout, _, _, tree_pss = run_guarded(command, env, kind, args)
+    return {**json.loads(stdout.strip().splitlines()[-1]), "tree_pss_mib": tree_pss}
 
 
 def measure_doctor(url: str, home: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """``feedline doctor URL`` as a user runs it: wall time, peak RSS, its exit code."""
+    """``feedline doctor URL`` as a user runs it: wall time and peak RSS. Its exit code is its
+    count of errors (none on these datasets), so a non-zero one is reported as a failure."""
     env = {**os.environ, "FEEDLINE_HOME": str(home)}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        began = time.perf_counter()
-        proc = subprocess.Popen([str(Path(sys.executable).parent / "feedline"), "doctor", url],
-                                env=env, stdout=out, stderr=err)
-        deadline = began + args.timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.perf_counter() > deadline:
-                proc.kill()
-                proc.wait()
-                raise Skipped(f"doctor: timed out after {args.timeout:.0f} s")
-            time.sleep(0.05)
-        seconds = time.perf_counter() - began
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        if proc.returncode < 0:
-            raise Skipped(f"doctor: signal {-proc.returncode}: {_last_line(err.read().decode())}")
-    return {"seconds": seconds, "rss_peak_mib": usage.ru_maxrss / 1024, "errors": proc.returncode}
+    command = [str(Path(sys.executable).parent / "feedline"), "doctor", url]
+    _, seconds, rss, _ = run_guarded(command, env, "doctor", args)
+    return {"seconds": seconds, "rss_peak_mib": rss}
 
 
 def dataset(cache: Path, episodes: int, args: argparse.Namespace) -> tuple[Path, float | None]:
@@ -244,6 +278,8 @@ def main() -> int:
     parser.add_argument("--steady-batches", type=int, default=300)
     parser.add_argument("--warm-batches", type=int, default=30)
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per measurement")
+    parser.add_argument("--memory-limit-gb", type=float, default=14.0,
+                        help="stop a measurement whose processes' summed PSS passes this")
     parser.add_argument("--no-doctor", action="store_true")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
