@@ -472,11 +472,7 @@ def _write(
     shutil.rmtree(scratch)
 
     _write_episodes_meta(stage, result, episode_rows, episodes_per_meta_file, chunks_size)
-    pq.write_table(
-        pa.table({"task_index": pa.array(range(len(task_order)), pa.int64()), "task": task_order}),
-        stage / TASKS_PATH,
-        **PAGE_CRCS,
-    )
+    pq.write_table(tasks_table(task_order), stage / TASKS_PATH, **PAGE_CRCS)
     _write_stats_json(stage, all_tables, all_frames)
     info = {
         "codebase_version": CODEBASE_VERSION,
@@ -495,6 +491,30 @@ def _write(
     }
     (stage / INFO_PATH).write_text(json.dumps(info, indent=4))
     return result
+
+
+def tasks_table(tasks: Sequence[str]) -> pa.Table:
+    """``meta/tasks.parquet`` as LeRobot's pandas writes it: column ``task_index`` and the
+    ``task`` index, named in the ``pandas`` schema metadata. LeRobot reads a task as
+    ``tasks.iloc[task_index].name``; without that metadata the index is a row number and
+    every task string reads back as ``0, 1, ...``."""
+    pandas_meta = {
+        "index_columns": ["task"],
+        "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode",
+                            "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
+        "columns": [
+            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
+             "numpy_type": "int64", "metadata": None},
+            {"name": "task", "field_name": "task", "pandas_type": "unicode",
+             "numpy_type": "object", "metadata": None},
+        ],
+        "attributes": {},
+        "creator": {"library": "pyarrow", "version": pa.__version__},
+        "pandas_version": "2.2.3",
+    }
+    table = pa.table({"task_index": pa.array(range(len(tasks)), pa.int64()),
+                      "task": pa.array(list(tasks), pa.string())})
+    return table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()})
 
 
 def _write_episodes_meta(
