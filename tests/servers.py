@@ -86,6 +86,7 @@ http {{
 {temps}
     default_type application/octet-stream;
     sendfile on;
+    tcp_nodelay on;
     keepalive_requests 100000;
     server {{
         listen 127.0.0.1:{port};
@@ -159,8 +160,9 @@ S3_ENV = {
 
 @contextlib.contextmanager
 def run_moto(bucket: str = "feedline-test") -> Iterator[S3Server]:
-    from moto.server import ThreadedMotoServer
+    from moto.server import MotoRequestHandler, ThreadedMotoServer
 
+    MotoRequestHandler.disable_nagle_algorithm = True  # TCP_NODELAY, as every test server
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
@@ -248,6 +250,7 @@ class FaultProxy:
 def _proxy_handler(proxy_ref: list[FaultProxy]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # TCP_NODELAY: no delayed-ACK wait between header and body
 
         def log_message(self, *args: Any) -> None:
             return None

@@ -38,6 +38,7 @@ class _Handler(BaseHTTPRequestHandler):
     """Records each request's headers, then sends the canned answer for its path (else 404)."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # TCP_NODELAY: no delayed-ACK wait between header and body
     server: _FakeServer
 
     def do_GET(self) -> None:  # noqa: N802
