@@ -103,9 +103,12 @@ def test_a_store_failing_for_longer_than_outage_s_fails_fast_afterwards() -> Non
     with pytest.raises(StoreUnavailableError):
         call_with_retries(fn, policy=policy, store="http://h:3")
     fn, calls = flaky(down)
+    started = time.monotonic()
     with pytest.raises(StoreUnavailableError):
         call_with_retries(fn, policy=policy, store="http://h:3")
-    assert calls[0] == 1
+    # the store's outage clock already passed outage_s: no new wait of outage_s (on a loaded
+    # machine the clock can be read just before it runs out, so one more attempt may be made)
+    assert calls[0] <= 2 and time.monotonic() - started < 0.5
     fn, calls = flaky([])  # the store answers: its clock stops, the next outage gets its time
     call_with_retries(fn, policy=policy, store="http://h:3")
     fn, calls = flaky([TransientError("refused")] * 3)
