@@ -196,10 +196,15 @@ class EpisodeDatasetBase:
 
     @property
     def store(self) -> Store:
-        """This process's store (reopened in a DataLoader worker: connections are not shared)."""
+        """This process's store (reopened in a DataLoader worker: connections are not shared).
+
+        The frame reader comes along, rebound to the new store: the MP4 index the opening
+        process built and checked is the worker's too (mapped, not relisted: no request per
+        video and worker)."""
         if self._store is None or self._pid != os.getpid():
             self._store = self._open_store()
-            self._frame_reader = None
+            if self._frame_reader is not None:
+                self._frame_reader.rebind(self._store)
             self._pid = os.getpid()
             self.meta.store = self._store
         return self._store
@@ -222,7 +227,8 @@ class EpisodeDatasetBase:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_store"] = None
-        state["_frame_reader"] = None
+        if self._frame_reader is not None:  # its validated index goes along, not its store
+            state["_frame_reader"] = self._frame_reader.detached()
         state["meta"] = DatasetMeta(**{**self.meta.__dict__, "store": None})
         return state
 

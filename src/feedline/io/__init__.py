@@ -14,6 +14,7 @@ _EXPORTS = {
     "AccessDeniedError": "feedline.io.errors",
     "LockTimeout": "feedline.io.errors",
     "NotFoundError": "feedline.io.errors",
+    "ObjectChangedError": "feedline.io.errors",
     "RangeError": "feedline.io.errors",
     "StoreError": "feedline.io.errors",
     "IoError": "feedline.io.errors",
@@ -37,6 +38,7 @@ _EXPORTS = {
     "RetryPolicy": "feedline.io.retry",
     "call_with_retries": "feedline.io.retry",
     "LocalStore": "feedline.io.store",
+    "PinnedStore": "feedline.io.pinned",
     "ObjectInfo": "feedline.io.store",
     "Store": "feedline.io.store",
 }
@@ -54,8 +56,10 @@ __all__ = [
     "LocalStore",
     "LockTimeout",
     "NotFoundError",
+    "ObjectChangedError",
     "ObjectInfo",
     "ObjectValidator",
+    "PinnedStore",
     "RangeError",
     "RetryPolicy",
     "Store",
@@ -81,6 +85,7 @@ if TYPE_CHECKING:
         IoError,
         LockTimeout,
         NotFoundError,
+        ObjectChangedError,
         RangeError,
         StoreError,
         StoreUnavailableError,
@@ -93,6 +98,7 @@ if TYPE_CHECKING:
     from feedline.io.jsonl import stream_jsonl
     from feedline.io.locks import process_lock
     from feedline.io.open import open_object, open_store, split_object_url
+    from feedline.io.pinned import PinnedStore
     from feedline.io.retry import RetryPolicy, call_with_retries
     from feedline.io.store import LocalStore, ObjectInfo, Store
     from feedline.io.upload import atomic_file, atomic_write

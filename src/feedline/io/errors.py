@@ -50,6 +50,23 @@ class RangeError(StoreError):
         return type(self), (str(self), self.total)
 
 
+class ObjectChangedError(StoreError):
+    """The object is no longer the one a read was pinned to (:meth:`Store.read_ranges_pinned`):
+    its size or ETag differs, or it is gone. Not transient: the caller's view of it is stale.
+
+    ``url`` names the object and ``what`` says what differs (``"size 100 -> 120"``, ``"same
+    size, new content"``, ``"it is gone"``), for a caller that words its own message.
+    """
+
+    def __init__(self, message: str, what: str = "", url: str = "") -> None:
+        super().__init__(message)
+        self.what = what
+        self.url = url
+
+    def __reduce__(self) -> tuple[type[ObjectChangedError], tuple[str, str, str]]:
+        return type(self), (str(self), self.what, self.url)
+
+
 class TransientError(StoreError):
     """A failure that a retry may fix: connection reset, timeout, 429 or 5xx.
 

@@ -19,7 +19,13 @@ from typing import IO, Any
 
 from feedline.io.atomic import atomic_write
 from feedline.io.body import Body, ObjectValidator, file_body, read_error
-from feedline.io.errors import AccessDeniedError, NotFoundError, RangeError, StoreError
+from feedline.io.errors import (
+    AccessDeniedError,
+    NotFoundError,
+    ObjectChangedError,
+    RangeError,
+    StoreError,
+)
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,36 @@ class Store(ABC):
         with ThreadPoolExecutor(max_workers=min(self.max_connections, len(ranges))) as pool:
             return list(pool.map(lambda r: self.read_range(path, r[0], r[1]), ranges))
 
+    def read_ranges_pinned(
+        self, path: str, ranges: list[tuple[int, int]], pin: ObjectInfo
+    ) -> list[bytes]:
+        """:meth:`read_ranges`, if ``path`` is still the object ``pin`` describes (its size, and
+        its fingerprint where it has one); else :class:`~feedline.io.errors.ObjectChangedError`.
+
+        Bytes read from a replaced object are never returned. This default reads, then compares
+        a fresh stat (free on a local folder); the HTTP store pins the reads themselves
+        (``If-Match`` and the answer's size), with no request beyond the ranges.
+        """
+        blobs = self.read_ranges(path, ranges)
+        self.check_pin(path, pin)
+        return blobs
+
+    def check_pin(self, path: str, pin: ObjectInfo) -> None:
+        """Raise :class:`~feedline.io.errors.ObjectChangedError` unless a fresh stat of
+        ``path`` matches ``pin`` (size, and fingerprint when ``pin`` has one)."""
+        try:
+            now = self.stat(path)
+        except NotFoundError:
+            url = self.url(path)
+            raise ObjectChangedError(f"{url}: changed (it is gone)", "it is gone", url) from None
+        # A stat is the whole truth: a fingerprint that disappeared is a change too.
+        changed_from(self.url(path), pin, now.size, now.fingerprint or "")
+
+    def open_pinned(self, path: str, pin: ObjectInfo) -> IO[bytes]:
+        """:meth:`open` for an object already stat'ed (``pin``): no second stat where the store
+        needs one to open, and reads pinned to ``pin`` where the store can pin them."""
+        return self.open(path)
+
     def read_bytes(self, path: str) -> bytes:
         return self.read_range(path, 0, self.stat(path).size)
 
@@ -157,6 +193,18 @@ class Store(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.root_url!r})"
+
+
+def changed_from(url: str, pin: ObjectInfo, size: int | None, fingerprint: str | None) -> None:
+    """Raise :class:`~feedline.io.errors.ObjectChangedError` when an object seen with ``size``
+    and ``fingerprint`` (``None``: not known) is not the one ``pin`` describes."""
+    if size is not None and size != pin.size:
+        what = f"size {pin.size} -> {size}"
+    elif pin.fingerprint is not None and fingerprint is not None and fingerprint != pin.fingerprint:
+        what = "same size, new content"
+    else:
+        return
+    raise ObjectChangedError(f"{url}: changed ({what})", what, url)
 
 
 def _stat_validator(info: ObjectInfo) -> ObjectValidator:
@@ -255,9 +303,10 @@ class LocalStore(Store):
 class RangedFile(io.RawIOBase):
     """A seekable read-only file over ranged reads, for libraries that want a file object."""
 
-    def __init__(self, store: Store, path: str, size: int) -> None:
+    def __init__(self, store: Store, path: str, size: int, pin: ObjectInfo | None = None) -> None:
         super().__init__()
         self._store, self._path, self._size, self._pos = store, path, size, 0
+        self._pin = pin  # reads pinned to this object (Store.read_ranges_pinned)
         self.name = store.url(path)
 
     def readable(self) -> bool:
@@ -281,7 +330,10 @@ class RangedFile(io.RawIOBase):
         end = min(self._size, self._pos + len(buffer))
         if end <= self._pos:
             return 0
-        data = self._store.read_range(self._path, self._pos, end)
+        if self._pin is None:
+            data = self._store.read_range(self._path, self._pos, end)
+        else:
+            (data,) = self._store.read_ranges_pinned(self._path, [(self._pos, end)], self._pin)
         buffer[: len(data)] = data
         self._pos += len(data)
         return len(data)

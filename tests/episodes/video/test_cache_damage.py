@@ -42,6 +42,11 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
 
+def _cache(root: Path) -> Path:
+    store = open_store(str(root))
+    return cache_path(store, REVISION, current_objects(store, VIDEOS))
+
+
 def _tables(root: Path) -> dict:
     return IndexProvider(open_store(str(root)), revision=REVISION, lock_timeout_s=60).tables(VIDEOS)
 
@@ -165,8 +170,8 @@ def test_damaged_sidecar_cache_is_rebuilt_with_one_warning(
     root: Path, damage: Callable[[Path], None], caplog: pytest.LogCaptureFixture
 ) -> None:
     good = _tables(root)
-    target = cache_path(open_store(str(root)), REVISION)
-    shutil.rmtree(target.parents[3] / "streaming-indexes")  # the sidecar is read again
+    target = _cache(root)
+    shutil.rmtree(target.parents[4] / "streaming-indexes")  # the sidecar is read again
     damage(target)
     _repaired_with_one_warning(root, good, target, caplog)
     Sidecar(target).verify()  # rebuilt: a complete archive matching its content id
@@ -178,7 +183,7 @@ def test_a_bug_while_reading_the_sidecar_is_not_reported_as_damage(
     """Only faults of the file are damage: a TypeError of feedline's own (caused here on purpose,
     since no archive makes the code itself wrong) surfaces as itself, not as a rebuild."""
     _tables(root)
-    target = cache_path(open_store(str(root)), REVISION)
+    target = _cache(root)
 
     def broken(entry, sizes):
         raise TypeError("a bug in the reader")
@@ -193,8 +198,8 @@ def test_cache_without_a_directory_digest_is_checked_in_full_and_used(
 ) -> None:
     """Archives written before the digest existed are still used: intact ones with no warning."""
     good = _tables(root)
-    target = cache_path(open_store(str(root)), REVISION)
-    shutil.rmtree(target.parents[3] / "streaming-indexes")
+    target = _cache(root)
+    shutil.rmtree(target.parents[4] / "streaming-indexes")
     _rewrite(target, lambda name, data: data, keep_comment=False)
     before = target.read_bytes()
     caplog.clear()
@@ -235,7 +240,7 @@ def test_consistently_edited_cache_gives_exact_frames(
 
 
 def _folder(root: Path, path: str) -> Path:
-    sidecar = Sidecar(cache_path(open_store(str(root)), REVISION))
+    sidecar = Sidecar(_cache(root))
     try:
         return video_dir(sidecar, path)
     finally:
@@ -317,7 +322,7 @@ def test_damaged_published_sidecar_is_ignored_and_built_locally(
     ignored = [m for m in _warnings(caplog) if m.startswith("ignoring the published")]
     assert len(ignored) == 1 and store.url(PUBLISHED_PATH) in ignored[0], _warnings(caplog)
     assert "\n" not in ignored[0]
-    local = cache_path(store, REVISION)
+    local = cache_path(store, REVISION, current_objects(store, VIDEOS))
     Sidecar(local).verify()
     for path in VIDEOS:  # built locally from the videos, not copied from the damaged archive
         assert np.array_equal(tables[path].offset, parse_video(store, path, store.stat(path)).offset)

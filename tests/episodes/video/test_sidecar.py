@@ -123,7 +123,7 @@ def test_cache_then_rebuild_only_replaced_video_same_size(root: Path, home: Path
     parse = CountingParse()
     first, _ = ensure_sidecar(store, VIDEOS, revision="main", parse=parse)
     assert sorted(parse.paths) == VIDEOS
-    assert first.path == cache_path(store, "main")
+    assert first.path == cache_path(store, "main", current_objects(store, VIDEOS))
     parse.paths.clear()
     second, _ = ensure_sidecar(store, VIDEOS, revision="main", parse=parse)
     assert parse.paths == [] and second.content_id == first.content_id
@@ -143,7 +143,7 @@ def test_cache_then_rebuild_only_replaced_video_same_size(root: Path, home: Path
 
 def test_older_schema_uses_a_separate_key_and_is_never_read(root: Path, home: Path) -> None:
     store = open_store(str(root))
-    target = cache_path(store, "main")
+    target = cache_path(store, "main", current_objects(store, VIDEOS))
     target.parent.mkdir(parents=True)
     old = target.with_name("sidecar-v2.npz")
     old.write_bytes(b"an older schema archive")
@@ -169,7 +169,7 @@ def test_published_sidecar_is_used_and_validated(root: Path, home: Path) -> None
     parse = CountingParse()
     sidecar, _ = ensure_sidecar(store, VIDEOS, revision="main", parse=parse)
     assert parse.paths == [] and sidecar.complete
-    assert cache_path(store, "main").is_file()
+    assert cache_path(store, "main", current_objects(store, VIDEOS)).is_file()
     # a stale published sidecar still serves the unchanged videos; the replaced one is rebuilt
     shutil.rmtree(home)
     flip_payload_byte(root / VIDEOS[0])
@@ -257,7 +257,7 @@ def _wait_for_lines(log: Path, count: int, timeout: float = 60.0) -> None:
 def test_kill_9_during_build_keeps_previous_sidecar(root: Path, home: Path, tmp_path: Path) -> None:
     store = open_store(str(root))
     before, _ = ensure_sidecar(store, VIDEOS, revision="main")
-    target = cache_path(store, "main")
+    target = cache_path(store, "main", current_objects(store, VIDEOS))
     original = target.read_bytes()
     flip_payload_byte(root / VIDEOS[0])
     log = tmp_path / "parse.log"
@@ -286,7 +286,7 @@ def test_two_processes_race_and_build_once(root: Path, home: Path, tmp_path: Pat
 
 def test_lock_timeout_names_the_lock_and_holder(root: Path, home: Path, tmp_path: Path) -> None:
     store = open_store(str(root))
-    lock = cache_path(store, "main").with_name(cache_path(store, "main").name + ".lock")
+    lock = cache_path(store, "main", current_objects(store, VIDEOS)).with_name(cache_path(store, "main", current_objects(store, VIDEOS)).name + ".lock")
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import time

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from feedline.episodes.base import EpisodeDatasetBase
-from feedline.episodes.errors import DeltaTimestampsError, MixtureError
+from feedline.episodes.errors import DeltaTimestampsError, MixtureError, StreamingError
 from feedline.episodes.mixture.sources import Source
 from feedline.episodes.stream.decoded import DecodedFrames
 from feedline.episodes.stream.payload import (
@@ -25,6 +25,7 @@ from feedline.episodes.stream.payload import (
     fetch_episode,
     parquet_layout,
 )
+from feedline.io import ObjectChangedError, ObjectInfo, PinnedStore, Store
 from feedline.streaming.schedule.mixture import MixtureUnits
 from feedline.streaming.schedule.resume import sampler_identity
 
@@ -60,7 +61,11 @@ class StreamSource:
         self.episode_lengths: dict[int, int] = {
             int(e): int(n) for e, n in zip(table.episode_index, table.length, strict=True)
         }
-        self.parquet = parquet_layout(reader.store, table)  # footers read once, shipped along
+        #: Each data file as the open's footer read saw it: fetches read row groups pinned to
+        #: it, with no stat per episode (over HTTP: no HEAD), and a replaced file still fails.
+        self.data_pins: dict[str, ObjectInfo] = {}
+        # footers read once, shipped along
+        self.parquet = parquet_layout(PinnedStore(reader.store, self.data_pins), table)
         self.parquet_footers = self.parquet.footers
         self.spans = episode_spans(
             table, reader.frame_reader(), reader.fps, self.parquet, reader.tolerance_s
@@ -78,13 +83,24 @@ class StreamSource:
         """One episode's fetch plans, made now with this process's frame reader."""
         return self.spans.get_with(episode, self.reader.frame_reader())
 
+    def pinned_store(self) -> Store:
+        """This process's store, each data file pinned to what the open saw (no re-stat)."""
+        return PinnedStore(self.reader.store, self.data_pins)
+
     def fetch(self, episode: int, decoded: DecodedFrames) -> EpisodePayload:
         """One episode's payload, decoding into the worker's frame memory."""
         reader = self.reader
-        payload = fetch_episode(
-            reader.store, reader.frame_reader(), reader.episode_table, self.spans_of(episode),
-            self.parquet_footers, decoded=decoded, tolerance_s=reader.tolerance_s,
-        )
+        try:
+            payload = fetch_episode(
+                self.pinned_store(), reader.frame_reader(), reader.episode_table,
+                self.spans_of(episode), self.parquet_footers, decoded=decoded,
+                tolerance_s=reader.tolerance_s,
+            )
+        except ObjectChangedError as exc:  # a data file replaced since the open
+            raise StreamingError(
+                f"{exc.url}: changed since the dataset was opened ({exc.what}); its footer no "
+                "longer describes it: reopen the dataset"
+            ) from None
         payload.source = self.index
         return payload
 

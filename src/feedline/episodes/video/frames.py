@@ -17,6 +17,7 @@ the same frame included, with no lock.
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import weakref
@@ -158,6 +159,25 @@ class VideoFrameReader:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._init_runtime()
+
+    def detached(self) -> VideoFrameReader:
+        """A copy without store and caches, to pickle beside its owner's store settings: the
+        receiving process rebinds it to its own store (:meth:`rebind`)."""
+        state = self.__getstate__()
+        provider = copy.copy(self._provider)
+        provider.store = None  # type: ignore[assignment]
+        state.update(store=None, _provider=provider)
+        twin = VideoFrameReader.__new__(VideoFrameReader)
+        twin.__setstate__(state)
+        return twin
+
+    def rebind(self, store: Store) -> VideoFrameReader:
+        """Read through ``store`` from now on (this process's connections, after a fork or an
+        unpickle); the index this reader's process validated stays, so no video is stat'ed or
+        parsed again."""
+        self.store = store
+        self._provider.store = store
+        return self
 
     # -- index -------------------------------------------------------------------------------
     def _prepare(self, paths: list[str]) -> None:

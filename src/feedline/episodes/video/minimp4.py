@@ -19,7 +19,7 @@ import numpy as np
 from feedline.episodes.errors import FrameTimestampError, Mp4Error, VideoChangedError
 from feedline.episodes.video.mp4.table import SampleTable
 from feedline.episodes.video.mp4.writer import MiniLayout, build_header
-from feedline.io import NotFoundError, Store
+from feedline.io import ObjectChangedError, ObjectInfo, Store
 
 #: Ranges closer than this are fetched as one request (interleaved audio chunks, tiny gaps).
 MERGE_GAP_BYTES = 4096
@@ -175,28 +175,50 @@ def merge_ranges(starts: np.ndarray, ends: np.ndarray, gap: int = MERGE_GAP_BYTE
     return [(a, b) for a, b in out]
 
 
-def check_unchanged(store: Store, path: str, table: SampleTable) -> None:
-    """Raise :class:`VideoChangedError` unless ``path`` is still the object ``table`` indexes.
+def _changed(store: Store, path: str, exc: ObjectChangedError) -> VideoChangedError:
+    return VideoChangedError(
+        f"{store.url(path)}: changed since the dataset was opened ({exc.what or 'new content'}); "
+        "its index no longer describes it: reopen the dataset"
+    )
 
-    Compares a fresh stat with ``table.origin`` (size, and the fingerprint where the store has
-    one), after the payload was read: bytes read from a replaced file are never used. A store
-    without fingerprints can only show a change of size.
-    """
+
+def _pin(path: str, table: SampleTable) -> ObjectInfo | None:
     if table.origin is None:
-        return
+        return None
     size, fingerprint = table.origin
+    return ObjectInfo(path=path, size=int(size), fingerprint=fingerprint)
+
+
+def check_unchanged(store: Store, path: str, table: SampleTable) -> None:
+    """Raise :class:`VideoChangedError` unless a fresh stat of ``path`` shows the object
+    ``table`` indexes (``table.origin``: size, and the fingerprint where the store has one)."""
+    pin = _pin(path, table)
+    if pin is None:
+        return
     try:
-        now = store.stat(path)
-    except NotFoundError:
-        raise VideoChangedError(
-            f"{store.url(path)}: changed since the dataset was opened (it is gone); reopen the dataset"
-        ) from None
-    if now.size != size or (fingerprint is not None and now.fingerprint != fingerprint):
-        what = f"size {size} -> {now.size}" if now.size != size else "same size, new content"
-        raise VideoChangedError(
-            f"{store.url(path)}: changed since the dataset was opened ({what}); its index no "
-            "longer describes it: reopen the dataset"
-        )
+        store.check_pin(path, pin)
+    except ObjectChangedError as exc:
+        raise _changed(store, path, exc) from None
+
+
+def read_sample_ranges(
+    store: Store, path: str, table: SampleTable, ranges: list[tuple[int, int]]
+) -> list[bytes]:
+    """Byte ranges of the video ``table`` indexes, pinned to it (``table.origin``).
+
+    A video replaced since its index was made is a :class:`VideoChangedError`: bytes read from
+    another object are never used. Over HTTP the reads carry the pin themselves (``If-Match``
+    and the answer's size and ETag), so checking costs no request; elsewhere a stat follows the
+    reads (:meth:`~feedline.io.store.Store.read_ranges_pinned`). A store without fingerprints
+    can only show a change of size.
+    """
+    pin = _pin(path, table)
+    if pin is None:
+        return store.read_ranges(path, ranges)
+    try:
+        return store.read_ranges_pinned(path, ranges, pin)
+    except ObjectChangedError as exc:
+        raise _changed(store, path, exc) from None
 
 
 def fetch_span(store: Store, path: str, table: SampleTable, plan: SpanPlan) -> MiniMp4:
@@ -205,8 +227,7 @@ def fetch_span(store: Store, path: str, table: SampleTable, plan: SpanPlan) -> M
     starts = np.asarray(table.offset[sel], dtype=np.int64)
     sizes = np.asarray(table.size[sel], dtype=np.int64)
     ranges = merge_ranges(starts, starts + sizes)
-    blobs = store.read_ranges(path, ranges)
-    check_unchanged(store, path, table)
+    blobs = read_sample_ranges(store, path, table, ranges)
     out = bytearray(plan.layout.header)
     range_starts = np.array([r[0] for r in ranges], dtype=np.int64)
     where = np.searchsorted(range_starts, starts, side="right") - 1

@@ -317,6 +317,7 @@ def write_sidecar(
     revision: str | None,
     complete: bool = False,
     reuse: Sidecar | None = None,
+    keep_others: bool = True,
     workers: int = DEFAULT_WORKERS,
     max_held: int | None = None,
     progress: Callable[[str], None] | None = None,
@@ -324,8 +325,8 @@ def write_sidecar(
 ) -> Sidecar:
     """Build the archive for ``current`` into ``target`` (atomically) and load it.
 
-    Entries of ``reuse`` that are still valid are copied; the rest are parsed with ``workers``
-    threads. At most ``max_held`` parse results (default ``2 * workers``) are held at once: each
+    Entries of ``reuse`` that are still valid are copied (and, with ``keep_others``, its
+    entries of videos not in ``current``); the rest are parsed with ``workers`` threads. At most ``max_held`` parse results (default ``2 * workers``) are held at once: each
     finished video's index goes straight into the temporary archive, in path order.
     """
     workers = max(1, int(workers))
@@ -333,7 +334,7 @@ def write_sidecar(
     paths = sorted(current)
     todo = [p for p in paths if reuse is None or not _entry_valid(reuse.entries.get(p), current[p])]
     carried = [p for p in paths if p not in todo]
-    if reuse is not None:  # keep other valid entries of the previous archive too
+    if reuse is not None and keep_others:  # keep other valid entries of the previous archive too
         carried += sorted(p for p in reuse.entries if p not in current)
     if todo:
         log.debug(  # the opener already said so at WARNING; the CLI shows a progress bar
@@ -412,13 +413,58 @@ def _parse_in_order(
 # ------------------------------------------------------------------------------------ lifecycle
 
 
-def cache_path(store: Store, revision: str | None) -> Path:
-    """The local cache file for (root, revision); two revisions never share one."""
-    root = store.url()
-    slug = "".join(c if c.isalnum() else "-" for c in root.split("://")[-1])[-48:].strip("-")
-    root_key = f"{slug}-{hashlib.sha256(root.encode()).hexdigest()[:12]}"
+#: Cache archives kept per revision; a cache miss reuses the valid entries of the newest ones.
+_SIBLINGS_SEARCHED = 8
+
+
+def dataset_identity(store: Store, revision: str | None, current: dict[str, ObjectInfo]) -> str:
+    """What keys the local sidecar cache: the revision and every indexed video's relative path,
+    size and fingerprint, not the URL it is served from.
+
+    The same dataset behind another host, port or alias finds the same archive; a replaced
+    video makes another identity. Without fingerprints nothing identifies the content, so the
+    root URL is part of the key then (and such a store re-indexes on every open anyway).
+    """
+    digest = hashlib.sha256(b"feedline-mp4-sidecar-identity/1\0")
+    digest.update((revision or "").encode() + b"\0")
+    if not current or any(info.fingerprint is None for info in current.values()):
+        digest.update(b"root\0" + store.url().encode() + b"\0")
+    for path in sorted(current):
+        info = current[path]
+        digest.update(f"{path}\0{int(info.size)}\0{info.fingerprint}\0".encode())
+    return digest.hexdigest()[:32]
+
+
+def cache_path(store: Store, revision: str | None, current: dict[str, ObjectInfo]) -> Path:
+    """The local cache file of (revision, these videos' identities); two revisions never
+    share one (:func:`dataset_identity`)."""
     rev = "".join(c if c.isalnum() or c in "._-" else "-" for c in (revision or "_default"))
-    return feedline_home() / "mp4-sidecars" / root_key / rev / SIDECAR_NAME
+    key = dataset_identity(store, revision, current)
+    return feedline_home() / "mp4-sidecars" / "by-content" / rev / key / SIDECAR_NAME
+
+
+def _nearest_sibling(target: Path, current: dict[str, ObjectInfo]) -> Sidecar | None:
+    """Of the newest cache archives of the same revision (another video set: a replaced video,
+    another selection), the one with most entries valid for ``current``, to reuse them."""
+    try:
+        found = [p for p in target.parent.parent.glob(f"*/{SIDECAR_NAME}") if p != target]
+        found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return None
+    best: Sidecar | None = None
+    best_valid = 0
+    for path in found[:_SIBLINGS_SEARCHED]:
+        sidecar, _problem = _load(path)
+        if sidecar is None:
+            continue
+        valid = len(current) - len(sidecar.stale(current))
+        if valid > best_valid:
+            if best is not None:
+                best.close()
+            best, best_valid = sidecar, valid
+        else:
+            sidecar.close()
+    return best
 
 
 def hub_sidecar_path(commit: str) -> str:
@@ -489,7 +535,7 @@ def ensure_sidecar(
     its intact entries reused.
     """
     current = current_objects(store, paths) if current is None else current
-    target = cache_path(store, revision)
+    target = cache_path(store, revision, current)
     cached, problem = _load(target)
     problem = damaged or problem
     if cached is not None:
@@ -512,23 +558,32 @@ def ensure_sidecar(
                 return cached, current
             problem = again if again is not None else problem
             base = cached if cached is not None else published
+            sibling = _nearest_sibling(target, current) if base is None else None
+            base = base if sibling is None else sibling
             if problem is not None:
                 log.warning(
                     "rebuilding the damaged MP4 sidecar cache of %s for %d video(s): %s",
                     store.url(), len(current), problem,
                 )
             else:
-                log.warning(
-                    "building the MP4 sidecar index of %s for %d video(s) (once per revision and "
-                    "video; later opens reuse %s)", store.url(), len(current), target,
-                )
+                todo = len(base.stale(current)) if base is not None else len(current)
+                if todo:
+                    log.warning(
+                        "building the MP4 sidecar index of %s for %d video(s) (once per revision "
+                        "and video; later opens reuse %s)", store.url(), todo, target,
+                    )
+                else:  # another selection or another host of the same videos: copied, not parsed
+                    log.info("the MP4 sidecar index of %s reuses %s", store.url(), base.path)
             try:
                 built = write_sidecar(
-                    target, store, current, revision=revision, reuse=base, workers=workers, parse=parse
+                    target, store, current, revision=revision, reuse=base,
+                    keep_others=sibling is None, workers=workers, parse=parse,
                 )
             finally:
                 if cached is not None:
                     cached.close()
+                if sibling is not None:
+                    sibling.close()
             return built, current
     except LockTimeout as exc:
         raise SidecarError(

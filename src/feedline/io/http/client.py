@@ -27,6 +27,7 @@ from feedline.io.errors import (
     AccessDeniedError,
     IoError,
     NotFoundError,
+    ObjectChangedError,
     RangeError,
     StoreError,
     TransientError,
@@ -264,9 +265,9 @@ class HttpRangeClient:
             resp.release_conn()
 
     # -- ranged reads -------------------------------------------------------------------------
-    def get_range(self, url: str, start: int, end: int) -> bytearray:
+    def get_range(self, url: str, start: int, end: int, expect: Expected | None = None) -> bytearray:
         """Bytes ``[start, end)``, retried from where a broken transfer stopped."""
-        return self.get_ranges(url, [(start, end)])[0]
+        return self.get_ranges(url, [(start, end)], expect)[0]
 
     def _pieces(self, start: int, end: int) -> list[tuple[int, int]]:
         """``[start, end)`` as the sub-ranges fetched concurrently (one piece when small)."""
@@ -274,24 +275,27 @@ class HttpRangeClient:
             return _split(start, end, self.subranges)
         return [(start, end)] if end > start else []
 
-    def _get_range_retrying(self, url: str, start: int, end: int, view: memoryview) -> None:
+    def _get_range_retrying(
+        self, url: str, start: int, end: int, view: memoryview, expect: Expected | None = None
+    ) -> None:
         """Fill ``view`` (``end - start`` bytes) with ``[start, end)``."""
         filled = [0]  # advanced as bytes arrive, so a retry continues where the link broke
 
         def once() -> None:
             try:
-                self._get_range_into(url, start, end, view, filled, redirects=5)
+                self._get_range_into(url, start, end, view, filled, redirects=5, expect=expect)
             except _StaleConnection:
                 # A kept-alive connection the server had closed (idle timeout, restart): not a
                 # failure of the server, so at once and on a fresh one, outside the backoff.
-                self._get_range_into(url, start, end, view, filled, redirects=5)
+                self._get_range_into(url, start, end, view, filled, redirects=5, expect=expect)
 
         call_with_retries(
             once, policy=self.retry, what=f"GET {redact_url(url)}", store=self.store_name(url)
         )
 
     def _get_range_into(
-        self, url: str, start: int, end: int, view: memoryview, filled: list[int], redirects: int
+        self, url: str, start: int, end: int, view: memoryview, filled: list[int], redirects: int,
+        expect: Expected | None = None,
     ) -> None:
         offset = start + filled[0]
         parts = urlsplit(url)
@@ -300,6 +304,8 @@ class HttpRangeClient:
         if parts.query:
             target += "?" + parts.query
         headers = {**_credentials(parts), **self._headers, "Range": f"bytes={offset}-{end - 1}"}
+        if expect is not None and expect.etag is not None:
+            headers["If-Match"] = expect.etag  # the server itself refuses another object (412)
         conn = self._conns.acquire(key)
         reused = conn.sock is not None  # a fresh connection connects in request()
         reuse = False
@@ -319,8 +325,10 @@ class HttpRangeClient:
                 location = urljoin(url, resp.getheader("Location", ""))
                 self._conns.release(key, conn, reuse)
                 conn = None  # type: ignore[assignment]
-                self._get_range_into(location, start, end, view, filled, redirects - 1)
+                self._get_range_into(location, start, end, view, filled, redirects - 1, expect)
                 return
+            if expect is not None:
+                expect.check(url, resp)
             if status == 206:
                 answered = parse_content_range(resp.getheader("Content-Range"))
                 if answered is not None and answered.total is not None and answered.total < end:
@@ -384,7 +392,9 @@ class HttpRangeClient:
         except (OSError, http.client.HTTPException) as exc:
             raise TransientError(f"{redact_url(url)}: {type(exc).__name__}: {_short(exc)}") from None
 
-    def get_ranges(self, url: str, ranges: list[tuple[int, int]]) -> list[bytearray]:
+    def get_ranges(
+        self, url: str, ranges: list[tuple[int, int]], expect: Expected | None = None
+    ) -> list[bytearray]:
         """Many ranges of one object, at most ``max_connections`` in flight.
 
         Each range is read straight into the bytearray returned for it, its sub-ranges into
@@ -392,12 +402,14 @@ class HttpRangeClient:
         a memcpy under the GIL, per MiB about the time the socket read itself takes.
         Sub-ranges of all ranges go through the thread pool in one flat batch: a range task
         waiting on its own sub-range tasks in the same bounded pool could deadlock it.
+        ``expect``: the object the reads are pinned to; any other answers
+        :class:`~feedline.io.errors.ObjectChangedError`, never its bytes.
         """
         out = [bytearray(end - start) for start, end in ranges]
         flat = [(s, e, memoryview(buffer)[s - start : e - start])
                 for (start, end), buffer in zip(ranges, out, strict=True)
                 for s, e in self._pieces(start, end)]
-        self.map(lambda p: self._get_range_retrying(url, *p), flat)
+        self.map(lambda p: self._get_range_retrying(url, *p, expect), flat)
         return out
 
     def map(self, fn: Any, items: list[Any]) -> list[Any]:
@@ -418,6 +430,48 @@ class HttpRangeClient:
                 self._executor = None
         self._pool.clear()
         self._conns.clear()
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The object ranged reads are pinned to: its size and strong ETag (``None``: none known).
+
+    Sent as ``If-Match`` (a server answers 412 for another object) and checked against every
+    answer: a ``Content-Range`` total or a full body's length that is not ``size``, or an
+    ``ETag`` that is not ``etag``, is another object even when a server ignored ``If-Match``.
+    """
+
+    size: int
+    etag: str | None = None
+
+    def check(self, url: str, resp: http.client.HTTPResponse) -> None:
+        """Raise :class:`~feedline.io.errors.ObjectChangedError` when ``resp`` answers from
+        another object (a 412, a 404, or a size or ETag that differs); the connection is then
+        dropped by the caller."""
+        status = resp.status
+        if status == 412:
+            what = f"its ETag is no longer {self.etag}"
+        elif status == 404:
+            what = "it is gone"
+        elif status in (200, 206):
+            if status == 206:
+                answered = parse_content_range(resp.getheader("Content-Range"))
+                size = None if answered is None else answered.total
+            else:
+                length = resp.getheader("Content-Length")
+                size = None if length is None else int(length)
+            got = strong_etag(resp.getheader("ETag"))
+            if size is not None and size != self.size:
+                what = f"size {self.size} -> {size}"
+            elif self.etag is not None and got is not None and got != self.etag:
+                what = "same size, new content"
+            else:
+                return
+        else:
+            return
+        resp.close()
+        where = redact_url(url)
+        raise ObjectChangedError(f"{where}: changed ({what})", what, where)
 
 
 class _StaleConnection(TransientError):

@@ -13,8 +13,8 @@ from typing import IO, Any
 
 from feedline.io.body import Body, ObjectValidator
 from feedline.io.errors import StoreError, StoreUnavailableError, TransientError
-from feedline.io.http.client import HttpRangeClient, status_error
-from feedline.io.http.headers import http_date_to_epoch, parse_content_range
+from feedline.io.http.client import Expected, HttpRangeClient, status_error
+from feedline.io.http.headers import http_date_to_epoch, parse_content_range, strong_etag
 from feedline.io.redact import redact_url
 from feedline.io.retry import OUTAGES
 from feedline.io.store import ObjectInfo, RangedFile, Store, _check_range
@@ -88,10 +88,26 @@ class HttpStore(Store):
             _check_range(self.url(path), start, end)
         return self.client.get_ranges(self._full(path), ranges)
 
+    def read_ranges_pinned(
+        self, path: str, ranges: list[tuple[int, int]], pin: ObjectInfo
+    ) -> list[bytearray]:
+        """The ranges, each GET sent with ``If-Match: <pinned ETag>`` and its answer's size and
+        ETag checked against ``pin``: a replaced object fails with no request beyond the ranges
+        (without a strong ETag only a change of size shows, as with a stat)."""
+        for start, end in ranges:
+            _check_range(self.url(path), start, end)
+        return self.client.get_ranges(self._full(path), ranges, Expected(pin.size, _pinned_etag(pin)))
+
     def open(self, path: str) -> IO[bytes]:
-        size = self.stat(path).size
+        return self._file(path, self.stat(path).size, None)
+
+    def open_pinned(self, path: str, pin: ObjectInfo) -> IO[bytes]:
+        """A file over ``path`` of ``pin``'s size, each read pinned to it (no HEAD)."""
+        return self._file(path, pin.size, pin)
+
+    def _file(self, path: str, size: int, pin: ObjectInfo | None) -> IO[bytes]:
         # A small buffer: pyarrow asks for exact ranges, and each buffered miss is one request.
-        return io.BufferedReader(RangedFile(self, path, size), buffer_size=64 << 10)
+        return io.BufferedReader(RangedFile(self, path, size, pin), buffer_size=64 << 10)
 
     def close(self) -> None:
         self.client.close()
@@ -178,6 +194,13 @@ class HttpStore(Store):
         body = Body(start, total, etag, last_modified, None, reader, lambda: _finish(resp), why)
         body.pace = self.client.pace(full)
         return body
+
+
+def _pinned_etag(pin: ObjectInfo) -> str | None:
+    """The strong ETag ``pin`` was seen with: its own, or the one its fingerprint carries."""
+    if pin.fingerprint is not None and pin.fingerprint.startswith("http:"):
+        return pin.fingerprint[len("http:") :]
+    return strong_etag(pin.etag)
 
 
 def _finish(resp: Any) -> None:
