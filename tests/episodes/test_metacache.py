@@ -195,3 +195,62 @@ def test_a_table_without_fingerprints_is_not_cached(av1_dataset, tmp_path: Path)
     _, read = _meta_bytes(store, load_meta)
     assert read > 0
     assert not (table_cache_dir()).exists() or not list(table_cache_dir().rglob("*.json"))
+
+
+class SecondsStore(CountingStore):
+    """A folder fingerprinted the way nginx's ETag is: the mtime in whole seconds and the size,
+    so files of equal size written in the same second share a fingerprint."""
+
+    def stat(self, path: str):
+        info = super().stat(path)
+        mtime = int(os.stat(self.root / path).st_mtime)
+        return dataclasses.replace(info, fingerprint=f'"{mtime:x}-{info.size:x}"')
+
+
+def _same_second(*paths: Path) -> None:
+    for path in paths:
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+
+
+def test_files_sharing_a_fingerprint_keep_their_own_entries(tmp_path: Path) -> None:
+    a, b = tmp_path / "ds/data/file-000.parquet", tmp_path / "ds/data/file-001.parquet"
+    _write(a, 10, offset=300)
+    _write(b, 10, offset=1000)
+    assert a.stat().st_size == b.stat().st_size  # equal sizes: only the path tells them apart
+    _same_second(a, b)
+    store = SecondsStore(tmp_path / "ds")
+    assert store.stat("data/file-000.parquet").fingerprint == store.stat("data/file-001.parquet").fingerprint
+    first = cached_footer(store, "data/file-000.parquet")
+    second = cached_footer(store, "data/file-001.parquet")
+    assert int(first.index.index_min[0]) == 300 and int(second.index.index_min[0]) == 1000
+    assert len(_entries()) == 2
+
+
+def test_an_entry_that_cannot_hold_the_files_episodes_is_read_again(tmp_path: Path) -> None:
+    """Two datasets with the same file path, size and second: the second open finds the first
+    one's entry, sees that it holds none of its episodes and reads its own footer."""
+    from feedline.episodes.stream.payload import parquet_layout
+    from feedline.episodes.table import EpisodeTable
+
+    for name, offset in (("one", 300), ("two", 1000)):
+        path = tmp_path / name / "data/file-000.parquet"
+        _write(path, 10, offset=offset)
+        _same_second(path)
+    assert (tmp_path / "one/data/file-000.parquet").stat().st_size == (
+        tmp_path / "two/data/file-000.parquet").stat().st_size
+
+    def table(offset: int) -> EpisodeTable:
+        starts = offset + 3 * np.arange(10, dtype=np.int64)
+        return EpisodeTable(
+            np.arange(10), np.full(10, 3), starts, starts + 3, ["data/file-000.parquet"] * 10,
+            {}, {}, {}, [("t",)] * 10,
+        )
+
+    one = parquet_layout(SecondsStore(tmp_path / "one"), table(300))
+    store = SecondsStore(tmp_path / "two")
+    two = parquet_layout(store, table(1000))
+    assert store.bytes_read > 0  # the entry was the other dataset's: this file was read
+    assert one.groups_of(4) == two.groups_of(4) == (4,)
+    assert int(two.footers["data/file-000.parquet"].index.index_min[0]) == 1000
+    store.bytes_read = 0
+    assert parquet_layout(store, table(1000)).groups_of(4) == (4,) and store.bytes_read == 0

@@ -4,8 +4,9 @@
 Why: at 100,000 episodes the open's largest cost was reading and parsing 20 data-file footers
 (4 MB each) in every process that opened the dataset, on every open. A footer's bytes and the
 arrays derived from them (:class:`~feedline.episodes.footer.DataFooter`) depend only on the
-file's content, so they are kept once per node, keyed by the file's fingerprint (an HTTP strong
-ETag, an S3 ETag and version, a Hub blob hash, a local inode + mtime + size) and not by its URL:
+file's content, so they are kept once per node, keyed by the file's path in the dataset and its
+fingerprint (an HTTP strong ETag, an S3 ETag and version, a Hub blob hash, a local inode + mtime +
+size) and not by its URL:
 the same file behind another host, port or mirror is the same entry, and a replaced file is a
 new one. Entries are built under a process lock (ranks opening at once build each entry once)
 and written atomically; the footer bytes are memory-mapped, so every rank and worker on the
@@ -62,28 +63,33 @@ def footer_cache_dir() -> Path:
     return feedline_home() / "parquet-footers" / CACHE_VERSION
 
 
-def _entry(fingerprint: str, size: int) -> Path:
-    key = hashlib.sha256(f"{fingerprint}\0{size}".encode()).hexdigest()
+def _entry(path: str, fingerprint: str, size: int) -> Path:
+    # The path inside the dataset is part of the key: some fingerprints are not content hashes
+    # (nginx's ETag is the mtime in seconds and the size), and two files of one dataset written
+    # in the same second with the same size must not share an entry.
+    key = hashlib.sha256(f"{path}\0{fingerprint}\0{size}".encode()).hexdigest()
     return footer_cache_dir() / key[:2] / key
 
 
-def cached_footer(store: Store, path: str) -> DataFooter:
+def cached_footer(store: Store, path: str, refresh: bool = False) -> DataFooter:
     """``path``'s footer from the node's cache, read and cached first when missing.
 
     One stat per file is what an open of an unchanged dataset costs here; a file the store
-    cannot fingerprint is read and parsed each time (no entry could be trusted)."""
+    cannot fingerprint is read and parsed each time (no entry could be trusted). ``refresh``
+    reads the file again and replaces the entry (the open does so when a cached footer cannot
+    hold an episode the metadata puts in the file)."""
     try:
         info = store.stat(path)
     except StoreError:
         return read_data_footer(store, path)  # the read names what is wrong with the file
     if info.fingerprint is None:
         return read_data_footer(store, path)
-    entry = _entry(info.fingerprint, info.size)
-    loaded = _load(entry)
+    entry = _entry(path, info.fingerprint, info.size)
+    loaded = None if refresh else _load(entry)
     if loaded is not None:
         return loaded
     with process_lock(entry.with_name(entry.name + ".lock"), LOCK_TIMEOUT_S, remove=True):
-        loaded = _load(entry)  # another process may have built it while this one waited
+        loaded = None if refresh else _load(entry)  # another process may have built it meanwhile
         if loaded is not None:
             return loaded
         footer = read_data_footer(store, path)

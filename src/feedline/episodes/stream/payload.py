@@ -126,11 +126,15 @@ def parquet_layout(
     counts = np.zeros(n, np.int64)
     found = []
     for path, positions in table.positions_by_data_file().items():
+        ptr, groups = _candidates(indexes[path], table, positions)
+        lost = (np.diff(ptr) == 0) & (table.length[positions] > 0)
+        if lost.any() and getattr(footers[path], "cached_at", ""):
+            # A cached footer that cannot hold an episode the metadata puts in its file is
+            # not this file's (a fingerprint that is no content hash): read the file again.
+            footers[path] = cached_footer(store, path, refresh=True)
+            indexes[path] = footers[path].index
+            ptr, groups = _candidates(indexes[path], table, positions)
         index = indexes[path]
-        ptr, groups = index.candidates(
-            table.episode_index[positions], table.dataset_from_index[positions],
-            table.dataset_to_index[positions],
-        )
         counts[positions] = np.diff(ptr)
         found.append((positions, ptr, groups, index.nbytes[groups]))
     ptr_all = np.zeros(n + 1, np.int64)
@@ -143,6 +147,15 @@ def parquet_layout(
         groups_all[slot] = groups
         np.add.at(nbytes, positions[owner], group_bytes)
     return ParquetLayout(footers, indexes, ptr_all, groups_all, nbytes)
+
+
+def _candidates(
+    index: RowGroupIndex, table: EpisodeTable, positions: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    return index.candidates(
+        table.episode_index[positions], table.dataset_from_index[positions],
+        table.dataset_to_index[positions],
+    )
 
 
 def parquet_footers(store: Store, table: EpisodeTable) -> dict[str, DataFooter]:
