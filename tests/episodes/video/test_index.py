@@ -130,3 +130,47 @@ def test_two_processes_convert_concurrently(root: Path) -> None:
     assert sorted(p.name for p in gen.iterdir() if p.is_dir()) == sorted(
         video_dir(sidecar, p).name for p in VIDEOS
     )  # no temporary folders left behind
+
+
+def test_prepare_converts_every_video_and_keeps_no_table(root: Path) -> None:
+    store = open_store(str(root))
+    provider = IndexProvider(store, revision="main")
+    provider.prepare(VIDEOS)
+    sidecar, _ = ensure_sidecar(store, VIDEOS, revision="main")
+    assert all(video_dir(sidecar, p).is_dir() for p in VIDEOS)
+    assert set(provider.entries) == set(VIDEOS)
+
+
+def test_a_converted_table_is_mapped_without_opening_the_sidecar(root: Path, monkeypatch) -> None:
+    """Once validated, mapping a table reads its own folder only: the archive (hundreds of
+    members at 1,000,000 episodes) is not opened again per table."""
+    from feedline.episodes.video import index as index_module
+
+    store = open_store(str(root))
+    provider = IndexProvider(store, revision="main")
+    provider.prepare(VIDEOS)
+    loads = []
+    real = index_module.try_load
+    monkeypatch.setattr(index_module, "try_load", lambda path: loads.append(path) or real(path))
+    tables = {p: provider.tables([p])[p] for p in VIDEOS}
+    assert loads == []
+    full = IndexProvider(store, revision="main").tables(VIDEOS)
+    for path in VIDEOS:
+        assert np.array_equal(tables[path].offset, full[path].offset)
+        assert np.array_equal(tables[path].pts, full[path].pts)
+    sidecar, _ = ensure_sidecar(store, VIDEOS, revision="main")
+    shutil.rmtree(video_dir(sidecar, VIDEOS[0]))  # gone: the full path converts it again
+    assert np.array_equal(provider.tables([VIDEOS[0]])[VIDEOS[0]].size, full[VIDEOS[0]].size)
+
+
+def test_a_reader_keeps_a_bounded_number_of_tables(root: Path, monkeypatch) -> None:
+    from feedline.episodes.video import frames
+
+    monkeypatch.setattr(frames, "TABLE_CACHE_SIZE", 2)
+    reader = frames.VideoFrameReader(open_store(str(root)), revision="main", video_paths=VIDEOS)
+    assert len(reader._tables) == 0  # the open indexes every video and maps none yet
+    first = reader.table(VIDEOS[0])
+    for path in VIDEOS[1:]:
+        reader.table(path)
+    assert list(reader._tables) == VIDEOS[-2:]
+    assert np.array_equal(reader.table(VIDEOS[0]).offset, first.offset)  # mapped again

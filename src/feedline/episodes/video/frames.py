@@ -52,6 +52,11 @@ DEFAULT_TOLERANCE_S = 1e-4  # LeRobot's default tolerance_s
 #: decoding, so this is the number of video files a worker touches, not a handful (LeRobot keeps
 #: 100 open); a single-threaded decoder holds about 1-3 MiB.
 MAX_OPEN_DECODERS = 64
+#: Sample tables a reader keeps mapped, least recently used dropped first. A table costs a few
+#: MB at 80,000 samples (arithmetic columns and display order are materialised), and a
+#: 1,000,000-episode dataset has hundreds of MP4s: a process holds the ones it reads now, not
+#: all of them (a dropped table is mapped again from the node's index cache on its next use).
+TABLE_CACHE_SIZE = 32
 
 _CONVERTERS = threading.local()
 
@@ -140,11 +145,11 @@ class VideoFrameReader:
         )
         self._init_runtime()
         if self.video_paths:
-            self._prepare(self.video_paths)
+            self._provider.prepare(self.video_paths)
 
     # -- pickling: drop caches and mmaps; workers rebuild them on first use ----------------
     def _init_runtime(self) -> None:
-        self._tables: dict[str, SampleTable] = {}
+        self._tables: OrderedDict[str, SampleTable] = OrderedDict()
         self._decoded: OrderedDict[tuple[str, int, int], dict[int, av.VideoFrame]] = OrderedDict()
         self._decoders: OrderedDict[str, SpanDecoder] = OrderedDict()
         self._lock = threading.RLock()
@@ -180,19 +185,18 @@ class VideoFrameReader:
         return self
 
     # -- index -------------------------------------------------------------------------------
-    def _prepare(self, paths: list[str]) -> None:
-        with self._lock:
-            missing = [p for p in paths if p not in self._tables]
-            if missing:
-                self._tables.update(self._provider.tables(missing))
-
     def table(self, video_path: str) -> SampleTable:
-        """The sample table of one video (prepared on first use)."""
-        table = self._tables.get(video_path)
-        if table is None:
-            self._prepare([video_path])
-            table = self._tables[video_path]
-        return table
+        """The sample table of one video (mapped on first use; :data:`TABLE_CACHE_SIZE` kept)."""
+        with self._lock:
+            table = self._tables.get(video_path)
+            if table is None:
+                table = self._provider.tables([video_path])[video_path]
+                self._tables[video_path] = table
+                while len(self._tables) > TABLE_CACHE_SIZE:
+                    self._tables.popitem(last=False)
+            else:
+                self._tables.move_to_end(video_path)
+            return table
 
     def _name(self, video_path: str) -> str:
         return self.store.url(video_path)
