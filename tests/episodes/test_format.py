@@ -231,3 +231,15 @@ def test_episode_duration_disagreeing_with_its_length(dataset_copy):
     pq.write_table(table, path)
     message = _one_line_error(dataset_copy, "episode 3 camera observation.images.cam_0")
     assert "meta/episodes/chunk-000/file-001.parquet" in message
+
+
+def test_damaged_episode_files_read_at_once_name_the_first(dataset_copy):
+    """The meta/episodes files are read a few at once; the error is still the first damaged
+    file's, in file order, whichever read finished first."""
+    files = sorted((dataset_copy / "meta/episodes").rglob("*.parquet"))
+    assert len(files) >= 2
+    for path in files:
+        path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(EpisodeFormatError, match=files[0].name) as err:
+        load_meta(open_store(str(dataset_copy)))
+    assert "\n" not in str(err.value)

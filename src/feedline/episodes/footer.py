@@ -19,6 +19,7 @@ statistics before a fetch uses it.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,6 +202,12 @@ def _scan_groups(buf: bytes, list_at: int, count: int) -> tuple[np.ndarray, np.n
     return starts, ends
 
 
+#: A row group's fields after ``num_rows`` as pyarrow writes them (file_offset,
+#: total_compressed_size, ordinal: i64/i16 fields with a short delta), then its stop byte. It
+#: reads them exactly as :func:`_struct_end` does, in C; any other field falls back to the walk.
+_TAIL = re.compile(rb"(?:[\x14\x16\x24\x26][\x80-\xff]{0,9}[\x00-\x7f]){0,4}\x00")
+
+
 def _find_groups(
     buf: bytes, list_at: int, total_byte_size: np.ndarray, num_rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -220,10 +227,14 @@ def _find_groups(
         at = find(marker, pos)
         if at < 0:
             return None
-        try:
-            pos = _struct_end(buf, at + len(marker))  # the group's remaining fields
-        except _Malformed:
-            return None
+        tail = _TAIL.match(buf, at + len(marker))  # the group's remaining fields
+        if tail is not None:
+            pos = tail.end()
+        else:
+            try:
+                pos = _struct_end(buf, at + len(marker))
+            except _Malformed:
+                return None
         ends[g] = pos
     return starts, ends
 

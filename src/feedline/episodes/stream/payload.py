@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,8 @@ __all__ = [
     "parquet_footers",
     "parquet_layout",
 ]
+
+FOOTER_READERS = 4  # data-file footers read at once at the open
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,13 @@ def _candidates(
 def parquet_footers(store: Store, table: EpisodeTable) -> dict[str, DataFooter]:
     """Every data file's footer, read once per node (:mod:`feedline.episodes.metacache`; fetches
     reuse it: no footer read per episode); a damaged file is an ``EpisodeFormatError`` naming it."""
-    return {path: cached_footer(store, path) for path in table.data_files()}
+    paths = table.data_files()
+    if len(paths) <= 1:
+        return {path: cached_footer(store, path) for path in paths}
+    # A few at once: over HTTP each missing footer is one or two round trips, and pyarrow
+    # parses it without the GIL.
+    with ThreadPoolExecutor(min(FOOTER_READERS, len(paths)), "feedline-footers") as pool:
+        return dict(zip(paths, pool.map(lambda path: cached_footer(store, path), paths), strict=True))
 
 
 def parquet_episode_bytes(
