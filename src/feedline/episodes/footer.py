@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from feedline.episodes.errors import EpisodeFormatError
+from feedline.episodes.footerscan import scan_index
 from feedline.episodes.parquet import (
     RowGroupIndex,
     named_parquet_errors,
@@ -155,6 +156,7 @@ class _Layout:
     list_end: int
     group_start: np.ndarray
     group_end: np.ndarray
+    num_rows: np.ndarray  # per group, as pyarrow parsed it
 
 
 def _top_level(buf: bytes) -> tuple[tuple[int, int], int, int]:
@@ -255,7 +257,7 @@ def _locate(buf: bytes, metadata: pq.FileMetaData) -> _Layout:
     starts, ends = found if found is not None else _scan_groups(buf, list_at, n)
     list_end = int(ends[-1]) if n else _list_first(buf, list_at)
     _struct_end(buf, list_end)  # the rest of FileMetaData must parse too
-    return _Layout(num_rows_at, (list_at, _list_first(buf, list_at)), list_end, starts, ends)
+    return _Layout(num_rows_at, (list_at, _list_first(buf, list_at)), list_end, starts, ends, rows)
 
 
 def _parse_thrift(raw: bytes) -> pq.FileMetaData:
@@ -297,7 +299,6 @@ class DataFooter:
         with named_parquet_errors(where):
             metadata = _parse_thrift(raw)
             metadata.schema.to_arrow_schema()  # the base64 ARROW:schema is decoded here
-            index = RowGroupIndex.from_footer(metadata)
             n = metadata.num_row_groups
             pages = np.fromiter(
                 (
@@ -311,6 +312,10 @@ class DataFooter:
             layout = _locate(raw, metadata)
         except (_Malformed, IndexError, RecursionError) as exc:
             raise EpisodeFormatError(f"{where}: unreadable Parquet footer ({exc})") from None
+        with named_parquet_errors(where):
+            index = scan_index(raw, metadata, layout.group_start, layout.group_end, layout.num_rows)
+            if index is None:  # not the layout the scan knows: ask pyarrow group by group
+                index = RowGroupIndex.from_footer(metadata)
         return cls(
             raw, layout.num_rows_at, layout.list_at, layout.list_end, layout.group_start,
             layout.group_end, index, pages,

@@ -142,24 +142,29 @@ class RowGroupIndex:
     has_episode: np.ndarray
 
     @classmethod
-    def from_footer(cls, metadata: pq.FileMetaData) -> RowGroupIndex:
+    def from_footer(
+        cls, metadata: pq.FileMetaData, groups: Sequence[int] | None = None
+    ) -> RowGroupIndex:
+        """Every group's fields, asked of pyarrow one group at a time (``groups``: only these,
+        in this order)."""
         names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
         index_col = names.index("index") if "index" in names else None
         episode_col = names.index("episode_index") if "episode_index" in names else None
-        n = metadata.num_row_groups
+        chosen = range(metadata.num_row_groups) if groups is None else groups
+        n = len(chosen)
         rows = np.zeros(n, np.int64)
         nbytes = np.zeros(n, np.int64)
         bounds = np.zeros((4, n), np.int64)
         usable = np.zeros((2, n), bool)
-        for g in range(n):
-            rg = metadata.row_group(g)
-            rows[g] = rg.num_rows
-            nbytes[g] = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+        for i, g in enumerate(chosen):
+            rg = metadata.row_group(int(g))
+            rows[i] = rg.num_rows
+            nbytes[i] = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
             for k, column in enumerate((index_col, episode_col)):
                 found = _min_max(rg, column)
                 if found is not None:
-                    bounds[2 * k, g], bounds[2 * k + 1, g] = found
-                    usable[k, g] = True
+                    bounds[2 * k, i], bounds[2 * k + 1, i] = found
+                    usable[k, i] = True
         return cls(rows, nbytes, bounds[0], bounds[1], usable[0], bounds[2], bounds[3], usable[1])
 
     def __len__(self) -> int:
