@@ -51,16 +51,17 @@ def _frame_spans(table: SampleTable) -> tuple[np.ndarray, np.ndarray]:
     end of its GOP."""
     n = len(table)
     syncs = np.asarray(table.sync_index, np.int64)
-    samples = np.arange(n)
     cts = np.asarray(table.dts, np.int64) + np.asarray(table.ctts, np.int64)
-    pos = np.searchsorted(syncs, samples, side="right") - 1
+    # The last keyframe at or before each sample: a running count of keyframes (what a
+    # search of every sample in the keyframe list gives, in one pass).
+    after = np.cumsum(np.asarray(table.sync, bool), dtype=np.int64)
+    pos = after - 1
     while True:  # open GOPs: a leading picture shown before its keyframe needs the previous GOP
         back = (pos >= 0) & (cts[syncs[np.maximum(pos, 0)]] > cts)
         if not back.any():
             break
         pos = np.where(back, pos - 1, pos)
     start = np.where(pos >= 0, syncs[np.maximum(pos, 0)], -1)
-    after = np.searchsorted(syncs, samples, side="right")
     end = np.where(after < len(syncs), syncs[np.minimum(after, len(syncs) - 1)] - 1, n - 1)
     return start, end
 
