@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "feedline.episodes.doctor.cli",
     "feedline.episodes.forecast.cli",
     "feedline.episodes.train.cli",
+    "feedline.episodes.synth.cli",
     "feedline.demo",
 )
 
@@ -48,6 +49,7 @@ COMMANDS = {
     "doctor": "feedline.episodes.doctor.cli",
     "plan": "feedline.episodes.forecast.cli",
     "train": "feedline.episodes.train.cli",
+    "synth": "feedline.episodes.synth.cli",
     "demo": "feedline.demo",
 }
 
