@@ -174,3 +174,27 @@ def test_a_reader_keeps_a_bounded_number_of_tables(root: Path, monkeypatch) -> N
         reader.table(path)
     assert list(reader._tables) == VIDEOS[-2:]
     assert np.array_equal(reader.table(VIDEOS[0]).offset, first.offset)  # mapped again
+
+
+def test_a_fresh_build_converts_from_the_tables_in_hand(root: Path, monkeypatch) -> None:
+    """The opener that builds the sidecar converts each video's index from the table it just
+    parsed (no read back of the archive), and those folders equal converted-from-archive ones."""
+    from feedline.episodes.video import sidecar as sidecar_module
+
+    reads = []
+    real = sidecar_module.Sidecar.table
+    monkeypatch.setattr(sidecar_module.Sidecar, "table", lambda self, p: reads.append(p) or real(self, p))
+    store = open_store(str(root))
+    provider = IndexProvider(store, revision="main")
+    provider.prepare(VIDEOS)
+    assert reads == []
+    staged = {p: provider.tables([p])[p] for p in VIDEOS}
+    sidecar, _ = ensure_sidecar(store, VIDEOS, revision="main")
+    gen = generation_dir(sidecar)
+    assert not [p for p in gen.parent.iterdir() if p.name.startswith(".staged-")]
+    shutil.rmtree(gen)
+    again = IndexProvider(store, revision="main").tables(VIDEOS)  # converted from the archive
+    assert reads  # this time the archive was read
+    for path in VIDEOS:
+        for column in (*INT_COLUMNS, "pts", "sync", "presented"):
+            assert np.array_equal(getattr(staged[path], column), getattr(again[path], column))

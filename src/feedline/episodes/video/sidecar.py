@@ -322,8 +322,10 @@ def write_sidecar(
     max_held: int | None = None,
     progress: Callable[[str], None] | None = None,
     parse: Callable[[Store, str, ObjectInfo], SampleTable] = parse_video,
+    on_table: Callable[[str, SampleTable, str | None], None] | None = None,
 ) -> Sidecar:
-    """Build the archive for ``current`` into ``target`` (atomically) and load it.
+    """Build the archive for ``current`` into ``target`` (atomically) and load it; ``on_table``
+    sees each ``(path, table, fingerprint)`` as it is written (so no one reads the archive back).
 
     Entries of ``reuse`` that are still valid are copied (and, with ``keep_others``, its
     entries of videos not in ``current``); the rest are parsed with ``workers`` threads. At most ``max_held`` parse results (default ``2 * workers``) are held at once: each
@@ -336,11 +338,9 @@ def write_sidecar(
     carried = [p for p in paths if p not in todo]
     if reuse is not None and keep_others:  # keep other valid entries of the previous archive too
         carried += sorted(p for p in reuse.entries if p not in current)
-    if todo:
-        log.debug(  # the opener already said so at WARNING; the CLI shows a progress bar
-            "building the MP4 sidecar for %d video(s) of %s (%d reused)",
-            len(todo), store.url(), len(carried),
-        )
+    if todo:  # the opener already said so at WARNING; the CLI shows a progress bar
+        log.debug("building the MP4 sidecar for %d video(s) of %s (%d reused)", len(todo),
+                  store.url(), len(carried))
     digest = hashlib.sha256()
     videos: list[dict[str, Any]] = []
     with atomic_write(target) as handle, zipfile.ZipFile(handle, "w", allowZip64=True) as zf:
@@ -351,6 +351,8 @@ def write_sidecar(
                 _write_npy(zf, f"{key}/{column}", np.asarray(getattr(table, column), dtype=np.int64), digest)
             _write_npy(zf, f"{key}/pts", np.asarray(table.pts, dtype=np.float64), digest)
             videos.append(_video_json(path, key, info, table))
+            if on_table is not None:
+                on_table(path, table, info.fingerprint)
             if progress is not None:
                 progress(path)
 
@@ -527,6 +529,7 @@ def ensure_sidecar(
     current: dict[str, ObjectInfo] | None = None,
     parse: Callable[[Store, str, ObjectInfo], SampleTable] = parse_video,
     damaged: str | None = None,
+    on_table: Callable[[str, SampleTable, str | None], None] | None = None,
 ) -> tuple[Sidecar, dict[str, ObjectInfo]]:
     """A sidecar valid for every path (cache → published → build under lock), and the listing.
 
@@ -577,7 +580,7 @@ def ensure_sidecar(
             try:
                 built = write_sidecar(
                     target, store, current, revision=revision, reuse=base,
-                    keep_others=sibling is None, workers=workers, parse=parse,
+                    keep_others=sibling is None, workers=workers, parse=parse, on_table=on_table,
                 )
             finally:
                 if cached is not None:
