@@ -211,7 +211,8 @@ class _MixtureBytes(UnitBytes):
 
     def __iter__(self) -> Iterator[int]:
         for offset, source in zip(self.units.offsets.tolist(), self.sources, strict=True):
-            yield from (offset + e for e in source.episode_bytes)
+            sizes = source.episode_bytes
+            yield from (np.fromiter(sizes.keys(), np.int64, len(sizes)) + offset).tolist()
 
     def items(self) -> ItemsView[int, int]:
         return _MixtureItems(self)
@@ -221,7 +222,9 @@ class _MixtureItems(ItemsView[int, int]):
     def __iter__(self) -> Iterator[tuple[int, int]]:
         mapping: Any = self._mapping
         for offset, source in zip(mapping.units.offsets.tolist(), mapping.sources, strict=True):
-            yield from ((offset + e, n) for e, n in source.episode_bytes.items())
+            sizes = source.episode_bytes
+            ids = np.fromiter(sizes.keys(), np.int64, len(sizes)) + offset
+            yield from zip(ids.tolist(), sizes.values(), strict=True)
 
 
 def open_mixture(
@@ -260,10 +263,11 @@ def open_mixture(
     reader.meta = feed.meta
     reader.episodes = None
     reader._store, reader._frame_reader, reader._pid = None, None, os.getpid()
-    offsets = feed.units.offsets.tolist()  # copy 0 of every episode: offset + episode index
-    reader.episode_lengths = {
-        offsets[i] + e: n for i, s in enumerate(feed.sources) for e, n in s.episode_lengths.items()
-    }
+    reader.episode_lengths = {}  # copy 0 of every episode: its source's offset + its index
+    for offset, source in zip(feed.units.offsets.tolist(), feed.sources, strict=True):
+        lengths = source.episode_lengths
+        ids = np.fromiter(lengths.keys(), np.int64, len(lengths)) + offset
+        reader.episode_lengths.update(zip(ids.tolist(), lengths.values(), strict=True))
     reader._episode_start = np.asarray([0, sum(reader.episode_lengths.values())], np.int64)
     logging.getLogger("feedline.episodes.stream.dataset").info("mixture: %s", feed.description)
     return feed
