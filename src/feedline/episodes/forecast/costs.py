@@ -8,7 +8,7 @@ from __future__ import annotations
 import gc
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from feedline.episodes.errors import ForecastError
-from feedline.episodes.parquet import EpisodeRows, candidate_row_groups
 from feedline.episodes.stream.decoded import DecodedFrames
 from feedline.episodes.stream.payload import EpisodeSpans, fetch_episode
 
@@ -27,11 +26,13 @@ __all__ = [
     "UnitFacts",
     "measure_decode",
     "measure_decoder_bytes",
+    "locate_units",
     "measure_worker_start",
     "parse_link",
     "pss_of",
     "sample_units",
     "training_loader",
+    "unit_bytes",
     "unit_facts",
 ]
 
@@ -84,77 +85,162 @@ def parse_link(text: str) -> Link:
 
 @dataclass
 class UnitFacts:
-    """What the index says of each unit (no payload read).
+    """What the index says of each unit (no payload read), as arrays parallel to ``units``.
 
     Args:
+        units: the units, ascending and distinct.
         fetched: payload bytes one fetch reads (mini-MP4s and Parquet row groups).
         needed: bytes its own frames and rows take (the samples in its span, its rows' share).
         requests: range requests one fetch sends, one after another.
-        keyframes: per (unit, camera), the frame indices of its keyframes.
+        keyframes: per (unit, camera), the frame indices of its keyframes (made when asked).
     """
 
-    fetched: dict[int, int]
-    needed: dict[int, int]
-    requests: dict[int, int]
-    keyframes: dict[tuple[int, str], np.ndarray]
+    units: np.ndarray
+    fetched: np.ndarray
+    needed: np.ndarray
+    requests: np.ndarray
+    keyframes: Mapping[tuple[int, str], np.ndarray]
+
+    def rows(self, units: np.ndarray | Sequence[int]) -> np.ndarray:
+        """The rows of ``units`` in the arrays (each must be one of :attr:`units`)."""
+        wanted = np.asarray(units, dtype=np.int64)
+        rows = np.searchsorted(self.units, wanted)
+        if rows.size and (rows.max() >= self.units.size or np.any(self.units[rows] != wanted)):
+            raise KeyError("units without facts")
+        return rows
 
 
-def _locate(dataset: Any, unit: int) -> tuple[Any, int]:
-    units = dataset.feed.units
-    if hasattr(units, "locate"):
-        source, episode, _ = units.locate(unit)
-        return dataset.feed.sources[source], episode
-    return dataset.feed.sources[0], int(unit)
+class _Keyframes(Mapping[tuple[int, str], np.ndarray]):
+    """Per (unit, camera) the keyframes of its presented samples, cut from the camera's file
+    when asked: the decode replay asks for the few units of its first anchors, not all."""
+
+    def __init__(self, units: np.ndarray) -> None:
+        self.units = units
+        self.syncs: list[np.ndarray] = []
+        self.spans: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def add(self, key: str, rows: np.ndarray, sync: np.ndarray, lo: np.ndarray,
+            hi: np.ndarray) -> None:
+        if key not in self.spans:
+            n = self.units.size
+            self.spans[key] = (np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64))
+        files, first, last = self.spans[key]
+        files[rows], first[rows], last[rows] = len(self.syncs), lo, hi
+        self.syncs.append(sync)
+
+    def __getitem__(self, item: tuple[int, str]) -> np.ndarray:
+        unit, key = item
+        span = self.spans.get(key)
+        row = int(np.searchsorted(self.units, int(unit)))
+        if span is None or row >= self.units.size or int(self.units[row]) != int(unit) or (
+            span[0][row] < 0
+        ):
+            raise KeyError(item)
+        sync = self.syncs[int(span[0][row])]
+        return np.flatnonzero(sync[int(span[1][row]) : int(span[2][row])]).astype(np.int64)
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        for key, (files, _, _) in self.spans.items():
+            for row in np.flatnonzero(files >= 0).tolist():
+                yield int(self.units[row]), key
+
+    def __len__(self) -> int:
+        return sum(int((files >= 0).sum()) for files, _, _ in self.spans.values())
 
 
-def unit_facts(dataset: Any, units: Iterator[int] | list[int]) -> UnitFacts:
-    """:class:`UnitFacts` of ``units``, from the sidecar's sample tables and the Parquet footers."""
-    out = UnitFacts({}, {}, {}, {})
-    presented: dict[tuple[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    for unit in units:
-        source, episode = _locate(dataset, int(unit))
-        reader = source.reader
-        table = reader.episode_table
-        spans: EpisodeSpans = source.spans_of(episode)
-        i = spans.position
-        length = int(table.length[i])
-        needed = _parquet_needed(source, i)
-        requests = 1
-        frames = reader.frame_reader()
-        for key, plans in spans.video.items():
-            requests += len(plans)
-            path = table.video_path[key][i]
-            cache_key = (id(source), path)
-            if cache_key not in presented:
-                t = frames.table(path)
-                order = np.argsort(t.pts, kind="stable")
-                presented[cache_key] = (t.pts[order], np.asarray(t.size)[order],
-                                        np.asarray(t.sync)[order])
-            pts, size, sync = presented[cache_key]
-            t0 = float(table.from_timestamp[key][i])
-            tol = reader.tolerance_s
-            lo = int(np.searchsorted(pts, t0 - tol, side="left"))
-            hi = int(np.searchsorted(pts, t0 + (length - 1) / reader.fps + tol, side="right"))
-            needed += int(size[lo:hi].sum())
-            out.keyframes[(int(unit), key)] = np.flatnonzero(sync[lo:hi]).astype(np.int64)
-        out.fetched[int(unit)] = int(spans.nbytes)
-        out.needed[int(unit)] = needed
-        out.requests[int(unit)] = requests
+def locate_units(dataset: Any, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each unit's source and episode index (a vectorised ``MixtureUnits.locate``)."""
+    units = np.asarray(units, dtype=np.int64)
+    mixed = dataset.feed.units
+    if hasattr(mixed, "locate"):
+        rest = units % mixed.span
+        source = np.searchsorted(mixed.offsets, rest, side="right") - 1
+        return source, rest - mixed.offsets[source]
+    return np.zeros(units.size, np.int64), units
+
+
+def _by_source(dataset: Any, units: np.ndarray) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
+    """``(source, rows of units, their episode-table positions)`` per source the units use."""
+    source_of, episode_of = locate_units(dataset, units)
+    for s in np.unique(source_of).tolist():
+        rows = np.flatnonzero(source_of == s)
+        source = dataset.feed.sources[s]
+        yield source, rows, source.reader.episode_table.positions(episode_of[rows])
+
+
+def unit_bytes(dataset: Any, units: np.ndarray) -> np.ndarray:
+    """Each unit's payload bytes (the reader's ``episode_bytes``), from the sources' arrays."""
+    units = np.asarray(units, dtype=np.int64)
+    out = np.zeros(units.size, np.int64)
+    for source, rows, positions in _by_source(dataset, units):
+        out[rows] = source.spans.nbytes[positions]
     return out
 
 
-def _parquet_needed(source: Any, position: int) -> int:
-    """The compressed bytes of an episode's own rows: each row group it touches, pro rata."""
+def unit_facts(dataset: Any, units: np.ndarray | Sequence[int]) -> UnitFacts:
+    """:class:`UnitFacts` of ``units``, from the sidecar's sample tables and the Parquet footers:
+    array operations per source, camera and file, none per unit (the fetch plans themselves
+    are not made: a unit's bytes are the sizes the open computed, one plan per camera)."""
+    units = np.unique(np.asarray(units, dtype=np.int64))
+    n = units.size
+    fetched, needed, requests = (np.zeros(n, np.int64) for _ in range(3))
+    keyframes = _Keyframes(units)
+    for source, rows, positions in _by_source(dataset, units):
+        reader = source.reader
+        table = reader.episode_table
+        fetched[rows] = source.spans.nbytes[positions]
+        requests[rows] = 1 + len(table.video_path)
+        needed[rows] = _parquet_needed(source, positions)
+        frames = reader.frame_reader()
+        tol = reader.tolerance_s
+        lengths = np.asarray(table.length, np.int64)[positions]
+        for key, paths in table.video_path.items():
+            codes = paths.codes[positions]
+            t0 = np.asarray(table.from_timestamp[key], np.float64)[positions]
+            for code in np.unique(codes).tolist():
+                at = np.flatnonzero(codes == code)
+                t = frames.table(paths.files[code])
+                order = np.argsort(t.pts, kind="stable")
+                pts = np.asarray(t.pts)[order]
+                size = np.asarray(t.size, np.int64)[order]
+                lo = np.searchsorted(pts, t0[at] - tol, side="left")
+                hi = np.searchsorted(pts, t0[at] + (lengths[at] - 1) / reader.fps + tol,
+                                     side="right")
+                hi = np.maximum(hi, lo)
+                total = np.zeros(size.size + 1, np.int64)
+                np.cumsum(size, out=total[1:])
+                needed[rows[at]] += total[hi] - total[lo]
+                keyframes.add(key, rows[at], np.asarray(t.sync)[order], lo, hi)
+    return UnitFacts(units, fetched, needed, requests, keyframes)
+
+
+def _parquet_needed(source: Any, positions: np.ndarray) -> np.ndarray:
+    """The compressed bytes of each episode's own rows: each row group it touches, pro rata
+    (per data file, the groups of all its episodes at once)."""
     table = source.reader.episode_table
-    index = source.parquet.indexes[table.data_path[position]]
-    want = EpisodeRows(int(table.episode_index[position]), int(table.dataset_from_index[position]),
-                       int(table.dataset_to_index[position]))
-    total = 0
-    groups = source.parquet.groups_of(position)
-    for g in groups if groups is not None else candidate_row_groups(index, want):
-        rows = int(index.num_rows[g])
-        total += int(index.nbytes[g]) * min(1.0, (want.to_index - want.from_index) / max(1, rows))
-    return int(total)
+    layout = source.parquet
+    out = np.zeros(positions.size, np.int64)
+    codes = table.data_path.codes[positions]
+    for code in np.unique(codes).tolist():
+        at = np.flatnonzero(codes == code)
+        pos = positions[at]
+        index = layout.indexes[table.data_path.files[code]]
+        frm = np.asarray(table.dataset_from_index, np.int64)[pos]
+        to = np.asarray(table.dataset_to_index, np.int64)[pos]
+        if layout.ptr is not None and layout.groups is not None:
+            start = layout.ptr[pos]
+            counts = layout.ptr[pos + 1] - start
+            owner = np.repeat(np.arange(at.size), counts)
+            within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+            groups = layout.groups[start[owner] + within]
+        else:
+            ptr, groups = index.candidates(np.asarray(table.episode_index)[pos], frm, to)
+            owner = np.repeat(np.arange(at.size), np.diff(ptr))
+        share = np.minimum(1.0, (to - frm)[owner] / np.maximum(1, index.num_rows[groups]))
+        # summed in group order, as the per-episode sum did, then truncated
+        part = np.bincount(owner, weights=index.nbytes[groups] * share, minlength=at.size)
+        out[at] = part.astype(np.int64)
+    return out
 
 
 # ---- this machine's costs ----------------------------------------------------------------------
@@ -190,10 +276,16 @@ class DecodeCost:
 def sample_units(dataset: Any, count: int) -> list[int]:
     """``count`` units of median length (a mixture's units, whatever their source)."""
     lengths = dataset.feed.epoch_lengths(0)
-    units = sorted(lengths, key=lambda u: lengths[u])
+    keys = np.fromiter(lengths.keys(), np.int64, len(lengths))
+    units = keys[np.argsort(np.fromiter(lengths.values(), np.int64, len(lengths)), kind="stable")]
     middle = len(units) // 2
     picked = units[max(0, middle - count // 2): middle - count // 2 + count]
-    return picked or units[:count]
+    return (picked if picked.size else units[:count]).tolist()
+
+
+def _locate(dataset: Any, unit: int) -> tuple[Any, int]:
+    source, episode = locate_units(dataset, np.asarray([unit], np.int64))
+    return dataset.feed.sources[int(source[0])], int(episode[0])
 
 
 def _cut_payload(dataset: Any, unit: int, frames: int, decoded: DecodedFrames) -> tuple[Any, Any, int]:

@@ -91,7 +91,7 @@ def predict(
     runs = worker_runs(dataset, world_size=world_size, num_workers=num_workers,
                        batch_size=batch_size, ranks=ranks)
     lengths = _FullLengths(dataset.feed)  # a unit's frames: its whole episode (windows cut there)
-    facts = unit_facts(dataset, sorted({int(u) for r in runs for u in r.admission.tolist()}))
+    facts = unit_facts(dataset, np.concatenate([r.admission for r in runs] or [np.zeros(0, np.int64)]))
     windows, frame_bytes = _windows(dataset), _frame_bytes(dataset)
     decoded_limit = slot.share(settings.decoded_cache_bytes, minimum=0)
     queue_bytes = (settings.decoded_queue_size + batch_size
@@ -114,10 +114,9 @@ def predict(
             else:
                 decoder_bytes = memory["peak_decoders"] * DECODER_FRAMES * max(frame_bytes.values(), default=0)
                 pss = base_pss + payload + memory["peak_bytes"] + decoder_bytes + queue_bytes
-            units = run.admission.tolist()
             workers.append({
-                "worker": run.worker, "episodes": len(units), "samples": run.anchors,
-                "bytes_fetched": sum(facts.fetched[u] for u in units),
+                "worker": run.worker, "episodes": int(run.admission.size), "samples": run.anchors,
+                "bytes_fetched": int(facts.fetched[facts.rows(run.admission)].sum()),
                 "peak_payload_bytes": payload, "payload_budget_bytes": run.budget,
                 "peak_decoded_bytes": int(memory["peak_bytes"]),
                 "decoded_limit_bytes": decoded_limit,
@@ -161,10 +160,11 @@ def _rank(
     drop_last: bool, num_workers: int, start_s: float, curves: dict[str, Any],
     calibrated: PipelineCost | None = None,
 ) -> dict[str, Any]:
-    units = [int(u) for r in runs for u in r.admission.tolist()]
+    units = np.concatenate([r.admission for r in runs] or [np.zeros(0, np.int64)])
+    rows = facts.rows(units)
     samples = sum(r.anchors for r in runs)
-    fetched = sum(facts.fetched[u] for u in units)
-    needed = sum(facts.needed[u] for u in units)
+    fetched = int(facts.fetched[rows].sum())
+    needed = int(facts.needed[rows].sum())
     parts = max(1, len(runs))
     # decode: each episode's first sample costs a keyframe start; then one frame per camera
     premium = decode.first_sample_s - decode.per_sample_s
@@ -188,20 +188,21 @@ def _rank(
     limit = min(bounds, key=lambda k: bounds[k])
     fetch_bound = None
     first_fetch = 0.0
-    if link is not None and units:
+    if link is not None and len(units):
         mean_bytes = fetched / len(units)
-        mean_requests = sum(facts.requests[u] for u in units) / len(units)
+        mean_requests = int(facts.requests[rows].sum()) / len(units)
         concurrency = parts * settings.max_num_shards
         per_episode = mean_requests * link.latency_s + mean_bytes * concurrency / link.bandwidth
         episodes_per_s = min(link.bandwidth / mean_bytes, concurrency / per_episode)
         fetch_bound = episodes_per_s * samples / len(units)
         first = runs[0]
-        need = set(first.episodes[:batch_size].tolist())
-        upto = 1 + max(i for i, u in enumerate(first.admission.tolist()) if u in need)
+        need = np.isin(first.admission, first.episodes[:batch_size])
+        upto = 1 + int(np.flatnonzero(need)[-1])
         upto = min(upto, first.max_episodes)
         ahead = sum(int(r.nbytes[:upto].sum()) for r in runs)  # every worker fetches at once
         rounds = -(-upto // settings.max_num_shards)
-        first_fetch = rounds * (facts.requests[int(first.admission[0])] * link.latency_s) + ahead / link.bandwidth
+        first_requests = int(facts.requests[facts.rows(first.admission[:1])][0])
+        first_fetch = rounds * (first_requests * link.latency_s) + ahead / link.bandwidth
     first = runs[0] if runs else None
     first_batch = start_s + first_fetch
     distinct = len(set(first.episodes[:batch_size].tolist())) if first is not None else 0
@@ -213,14 +214,12 @@ def _rank(
         work = distinct * decode.first_sample_s + (min(batch_size, first.anchors) - distinct) * decode.per_sample_s
         first_batch += work / max(1.0, min(settings.decode_threads, cores / parts)) + decode.collate_s * batch_size
     keys = dataset.feed.episode_keys
-    episodes = len({int(k) for k in keys(np.asarray(units, dtype=np.int64)).tolist()})
+    unit_keys = np.asarray(keys(units), dtype=np.int64)
+    episodes = int(np.unique(unit_keys).size)
     actual, distinct_per_batch, share = batch_diversity(runs, batch_size, drop_last, keys, episodes)
-    due = dataset.feed.epoch_lengths(0)
-    # an ideal shuffle of the same episodes: copies of one episode are that one episode
-    by_episode: dict[int, int] = {}
-    for u, k in zip(units, keys(np.asarray(units, dtype=np.int64)).tolist(), strict=True):
-        by_episode[int(k)] = by_episode.get(int(k), 0) + int(due[u])
-    ideal_lengths = list(by_episode.values())
+    # an ideal shuffle of the same episodes: copies of one episode are that one episode, in
+    # the order the units first name them
+    ideal_lengths = _episode_lengths(units, unit_keys, dataset.feed.epoch_lengths(0))
     ideal = ideal_diversity(ideal_lengths, batch_size, drop_last=drop_last)
     bound = decode_bound if fetch_bound is None else min(decode_bound, fetch_bound)
     if rank == 0:
@@ -248,6 +247,20 @@ def _rank(
         "diversity": {"actual": actual.as_dict(), "ideal": ideal.as_dict()},
         "workers": workers,
     }
+
+
+def _episode_lengths(units: np.ndarray, keys: np.ndarray, due: Mapping[int, int]) -> list[int]:
+    """Each episode's due frames summed over its units, episodes in order of first mention."""
+    if not units.size:
+        return []
+    known = np.fromiter(due.keys(), np.int64, len(due))
+    sizes = np.fromiter(due.values(), np.int64, len(due))
+    order = np.argsort(known)
+    frames = sizes[order][np.searchsorted(known[order], units)]
+    distinct, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    sums = np.zeros(distinct.size, np.int64)
+    np.add.at(sums, inverse.reshape(-1), frames)
+    return sums[np.argsort(first, kind="stable")].tolist()
 
 
 def render(plan: dict[str, Any]) -> str:

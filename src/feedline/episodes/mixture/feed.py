@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import ItemsView, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,7 +134,7 @@ class MixtureFeed:
         self.units: MixtureUnits = MixtureUnits(
             [s.episode_lengths for s in self.sources], self.counts, seed=seed
         )
-        self.unit_bytes = UnitBytes(self.units, self.sources)
+        self.unit_bytes = _MixtureBytes(self.units, self.sources)
         #: Every batch holds each source's share (one pool per source in each worker).
         self.stratified = mixture.batching == "stratified"
         self.groups = self.units.sources_of
@@ -162,9 +162,7 @@ class MixtureFeed:
             if ft.get("dtype") not in ("video", "image") and len(ft["shape"]) == 1
         }
         stats = aggregate_stats(source_stats, self.counts, widths)
-        tasks: list[str] = []
-        for s in self.sources:
-            tasks.extend(t for t in s.reader.meta.tasks if t not in tasks)
+        tasks = list(dict.fromkeys(t for s in self.sources for t in s.reader.meta.tasks))
         info = {
             **first.info,
             "features": self.schema.features,
@@ -206,6 +204,29 @@ class MixtureFeed:
         return units % self.units.span
 
 
+class _MixtureBytes(UnitBytes):
+    """:class:`UnitBytes` whose walk over every copy-0 unit adds each source's offset to its
+    episode indices, rather than locating unit by unit: the open's "episode larger than the
+    budget" check walks all of them (0.9 s of a 110,000-episode mixture's open before)."""
+
+    def __iter__(self) -> Iterator[int]:
+        for offset, source in zip(self.units.offsets.tolist(), self.sources, strict=True):
+            sizes = source.episode_bytes
+            yield from (np.fromiter(sizes.keys(), np.int64, len(sizes)) + offset).tolist()
+
+    def items(self) -> ItemsView[int, int]:
+        return _MixtureItems(self)
+
+
+class _MixtureItems(ItemsView[int, int]):
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        mapping: Any = self._mapping
+        for offset, source in zip(mapping.units.offsets.tolist(), mapping.sources, strict=True):
+            sizes = source.episode_bytes
+            ids = np.fromiter(sizes.keys(), np.int64, len(sizes)) + offset
+            yield from zip(ids.tolist(), sizes.values(), strict=True)
+
+
 def open_mixture(
     reader: Any, sources: Mixture | Sequence[Source | Mapping[str, Any] | str],
     epoch_size: int | None, batching: str, options: dict[str, Any],
@@ -242,11 +263,11 @@ def open_mixture(
     reader.meta = feed.meta
     reader.episodes = None
     reader._store, reader._frame_reader, reader._pid = None, None, os.getpid()
-    units = feed.units
-    reader.episode_lengths = {
-        units.unit(i, e): n for i, s in enumerate(feed.sources)
-        for e, n in s.episode_lengths.items()
-    }
+    reader.episode_lengths = {}  # copy 0 of every episode: its source's offset + its index
+    for offset, source in zip(feed.units.offsets.tolist(), feed.sources, strict=True):
+        lengths = source.episode_lengths
+        ids = np.fromiter(lengths.keys(), np.int64, len(lengths)) + offset
+        reader.episode_lengths.update(zip(ids.tolist(), lengths.values(), strict=True))
     reader._episode_start = np.asarray([0, sum(reader.episode_lengths.values())], np.int64)
     logging.getLogger("feedline.episodes.stream.dataset").info("mixture: %s", feed.description)
     return feed

@@ -161,11 +161,13 @@ class MixtureUnits:
         self.lengths: list[np.ndarray] = []
         offsets = [0]
         for s, lengths in enumerate(sources):
-            eps = np.asarray(sorted(int(e) for e in lengths), dtype=np.int64)
-            if eps.size == 0:
+            keys = np.fromiter(lengths.keys(), np.int64, len(lengths))
+            if keys.size == 0:
                 raise MixtureError(f"source {s} has no selected episode")
+            order = np.argsort(keys, kind="stable")  # keys and values in one pass each
+            eps = keys[order]
             self.episodes.append(eps)
-            self.lengths.append(np.fromiter((int(lengths[int(e)]) for e in eps), np.int64, eps.size))
+            self.lengths.append(np.fromiter(lengths.values(), np.int64, len(lengths))[order])
             offsets.append(offsets[-1] + int(eps[-1]) + 1)
         self.offsets = np.asarray(offsets[:-1], dtype=np.int64)
         #: Ids per copy: the sources' stacked episode index ranges.
