@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from feedline.episodes import EpisodeDataset
-from feedline.episodes.errors import EpisodeFormatError, ParquetDamaged
+from feedline.episodes.errors import EpisodeDatasetError, EpisodeFormatError, ParquetDamaged
 from feedline.episodes.mapstyle import PRELOAD_EPISODES
 from feedline.episodes.rowcache import EpisodeRowCache
 from feedline.episodes.synth.bulk import write_bulk_dataset
@@ -76,6 +76,8 @@ def test_selection_and_default_rule(bulk):
     for i in range(len(eager)):
         assert_same(lazy[i], eager[i], i)
     assert lazy.episode_data(21).columns.keys() == eager.episode_data(21).columns.keys()
+    with pytest.raises(EpisodeDatasetError, match="row_cache_size"):
+        EpisodeDataset(root=str(bulk.root), preload_rows=False, row_cache_size=0)
 
 
 def test_dataloader_two_workers_shuffled(bulk):

@@ -168,7 +168,7 @@ class EpisodeDataset(EpisodeDatasetBase, Dataset):
 
     def _episode_data_at(self, pos: int) -> EpisodeData:
         if self._lazy is not None:
-            columns = self._lazy.columns(self.store, pos)
+            columns = dict(self._lazy.columns(self.store, pos))  # the cached dict stays whole
         else:
             start, stop = int(self._episode_start[pos]), int(self._episode_start[pos + 1])
             columns = {name: values[start:stop] for name, values in self._columns.items()}
