@@ -5,10 +5,15 @@ root feedline's I/O layer can open: windows from ``delta_timestamps`` resolved i
 episode with clamping and ``<key>_is_pad`` masks (padded slots repeat the edge frame/row),
 frames decoded at ``from_timestamp`` + the clamped rows' ``timestamp`` within ``tolerance_s``,
 float32 CHW images in [0, 1] (uint8 with ``return_uint8``), a time dimension only where a window
-has more than one slot, and the ``task`` string. Non-video columns of the selected episodes are
-read once at construction (row-group pruned); video frames always go through
-:class:`feedline.episodes.video.frames.VideoFrameReader`, so a remote MP4 is read by byte ranges from its
-sidecar index and never downloaded whole.
+has more than one slot, and the ``task`` string. Video frames always go through
+:class:`feedline.episodes.video.frames.VideoFrameReader`, so a remote MP4 is read by byte ranges
+from its sidecar index and never downloaded whole.
+
+Parquet rows: a small selection (at most :data:`PRELOAD_EPISODES` episodes) is read whole at
+construction, one read per data file, which is the cheaper way to serve every sample of it; a
+larger one is read per episode on its first sample (:mod:`feedline.episodes.rowcache`: one
+ranged read of its row groups, kept in a bounded LRU per process), so the open reads footers,
+not rows, and memory does not grow with the dataset.
 """
 
 from __future__ import annotations
@@ -30,7 +35,16 @@ from feedline.episodes.base import (
 )
 from feedline.episodes.errors import EpisodeDatasetError
 from feedline.episodes.parquet import read_file_episodes
+from feedline.episodes.rowcache import LazyRows
 from feedline.episodes.windows import PAD_SUFFIX
+from feedline.validate import check_int
+
+#: ``preload_rows=None`` reads every row at the open up to this many selected episodes (see
+#: docs/benchmarks.md, "Map-style reader at scale": below it the whole read costs less than a
+#: second and holds little, above it the open time and memory grow with the dataset).
+PRELOAD_EPISODES = 10_000
+#: Episodes' rows kept per process when they are read lazily.
+DEFAULT_ROW_CACHE_SIZE = 1024
 
 
 class EpisodeDataset(EpisodeDatasetBase, Dataset):
@@ -65,11 +79,37 @@ class EpisodeDataset(EpisodeDatasetBase, Dataset):
             first, so neighbouring samples decode a GOP once; 0 keeps none. Default 8.
         sidecar_lock_timeout_s: seconds to wait while another process builds the same MP4
             sidecar index before failing. Default 1800.
+        preload_rows: ``True`` reads every Parquet row of the selected episodes at construction
+            (one read per data file; a damaged file fails the constructor); ``False`` reads an
+            episode's rows on its first sample (one ranged read of its row groups) and keeps
+            ``row_cache_size`` episodes per process. Default ``None``: ``True`` up to 10,000
+            selected episodes (:data:`PRELOAD_EPISODES`), else ``False``.
+        row_cache_size: episodes whose rows a process keeps when they are read on first use,
+            least recently used dropped first (each DataLoader worker has its own). Default 1024.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        preload_rows: bool | None = None,
+        row_cache_size: int = DEFAULT_ROW_CACHE_SIZE,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self._columns = self._load_rows()
+        self.row_cache_size = check_int(
+            "row_cache_size", row_cache_size, minimum=1, error=EpisodeDatasetError
+        )
+        if preload_rows is None:
+            preload_rows = self.num_episodes <= PRELOAD_EPISODES
+        self.preload_rows = bool(preload_rows)
+        self._columns: dict[str, np.ndarray] = {}
+        self._lazy: LazyRows | None = None
+        if self.preload_rows:
+            self._columns = self._load_rows()
+        elif self.num_episodes:
+            self._lazy = LazyRows(
+                self.store, self.episode_table, self.row_cache_size, bool(self.video_keys)
+            )
         if self.video_keys:  # build or check the MP4 sidecar here, once, not in every worker
             self.frame_reader()
 
@@ -122,13 +162,20 @@ class EpisodeDataset(EpisodeDatasetBase, Dataset):
     # ------------------------------------------------------------------- items ---
 
     def episode_data(self, episode_index: int) -> EpisodeData:
-        """One selected episode's rows and video spans (views, no copy), for sample assembly."""
-        pos = self.episode_table.position(episode_index)
-        start, stop = int(self._episode_start[pos]), int(self._episode_start[pos + 1])
+        """One selected episode's rows and video spans, for sample assembly (rows read now when
+        they are read on first use; views of the preloaded rows otherwise)."""
+        return self._episode_data_at(self.episode_table.position(episode_index))
+
+    def _episode_data_at(self, pos: int) -> EpisodeData:
+        if self._lazy is not None:
+            columns = dict(self._lazy.columns(self.store, pos))  # the cached dict stays whole
+        else:
+            start, stop = int(self._episode_start[pos]), int(self._episode_start[pos + 1])
+            columns = {name: values[start:stop] for name, values in self._columns.items()}
         return EpisodeData(
-            episode_index=int(episode_index),
+            episode_index=int(self.episode_table.episode_index[pos]),
             dataset_from_index=int(self.episode_table.dataset_from_index[pos]),
-            columns={name: values[start:stop] for name, values in self._columns.items()},
+            columns=columns,
             video_path={key: paths[pos] for key, paths in self.episode_table.video_path.items()},
             from_timestamp={
                 key: float(ts[pos]) for key, ts in self.episode_table.from_timestamp.items()
@@ -136,10 +183,17 @@ class EpisodeDataset(EpisodeDatasetBase, Dataset):
         )
 
     def __getitem__(self, idx: int) -> dict[str, Any]:
-        episode_index, frame, _ = self.locate(int(idx))
-        return assemble_sample(
-            self.sample_spec, self.episode_data(episode_index), frame, self._decode
-        )
+        pos, frame = self._position_of(int(idx))
+        return assemble_sample(self.sample_spec, self._episode_data_at(pos), frame, self._decode)
+
+    def _position_of(self, idx: int) -> tuple[int, int]:
+        """``(table position, frame in the episode)`` of dataset position ``idx``."""
+        if idx < 0:
+            idx += self.num_frames
+        if not 0 <= idx < self.num_frames:
+            raise IndexError(f"index {idx} out of range for {self.num_frames} frames")
+        pos = int(np.searchsorted(self._episode_start, idx, side="right")) - 1
+        return pos, idx - int(self._episode_start[pos])
 
     def _decode(self, key: str, path: str, timestamps_s: list[float]) -> np.ndarray:
         return self.frame_reader().frames_at(path, timestamps_s, tolerance_s=self.tolerance_s)
@@ -147,9 +201,11 @@ class EpisodeDataset(EpisodeDatasetBase, Dataset):
 
 __all__ = [
     "DEFAULT_DECODER_CACHE_SIZE",
+    "DEFAULT_ROW_CACHE_SIZE",
     "DEFAULT_SIDECAR_LOCK_TIMEOUT_S",
     "DEFAULT_TOLERANCE_S",
     "PAD_SUFFIX",
+    "PRELOAD_EPISODES",
     "EpisodeDataset",
     "column_to_numpy",
     "resolve_root",
