@@ -1,12 +1,13 @@
 """The data Parquet checks: footers, every episode's rows, orphan rows, monotonic timestamps.
 
 Per data file the doctor reads the footer (the readers' own ``read_footer``, so a file they
-cannot open is reported with their message) and then two columns, ``index`` and ``timestamp``,
-through the footer's column chunks only (about 12 bytes a row before compression). That read
-cannot be avoided: whether timestamps increase within an episode and which rows no episode covers
-are facts about the values, which footer statistics do not hold. The timestamps read here are
-also the times the tolerance check asks the videos for, exactly as the readers do
-(``from_timestamp + timestamp``).
+cannot open is reported with their message) and screens every episode with its row-group
+statistics (rows, ``index`` and ``timestamp`` ranges). Whether timestamps increase and whether a
+duplicate stands in for a missing row are facts about the values, which statistics do not hold,
+so the ``index`` and ``timestamp`` columns are read, through the footer's column chunks only, for
+a sample of episodes per file and for every episode the statistics do not clear (``--full``: for
+all). The timestamps read are also the times the tolerance check asks the videos for, exactly as
+the readers do (``from_timestamp + timestamp``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ class DataResult:
     Args:
         timestamps: per episode whose rows were all read, its ``timestamp`` column in ``index``
             order (seconds, float64).
-        rows: rows per data file that were read.
+        rows: rows per data file (from its footer).
+        episodes_read: episodes whose ``index`` and ``timestamp`` values were read.
+        episodes_total: episodes of the data files checked.
     """
 
     timestamps: dict[int, np.ndarray] = field(default_factory=dict)
