@@ -65,3 +65,10 @@ def test_repo_ids_become_hub_urls(tmp_path: Path) -> None:
     local = str(tmp_path / "a")
     assert root_url(local) == local
     assert root_url("s3://bucket/ds") == "s3://bucket/ds"
+
+
+def test_full_reads_every_value(av1_dataset: SyntheticDataset) -> None:
+    proc = run_feedline("doctor", str(av1_dataset.root), "--full", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["checked"]["data_values"] is True and report["bytes_read"]["parquet_columns"] > 0

@@ -1,7 +1,8 @@
 """``feedline doctor ROOT``: is this LeRobot v3 dataset sound? Findings, bytes read, exit code.
 
-Reads metadata, Parquet footers, the ``index`` and ``timestamp`` columns and the MP4 indexes
-(``moov`` boxes) only, never a video sample, and prints every finding with what to do, then how
+Reads metadata, Parquet footers, the ``index`` and ``timestamp`` columns (of a sample of
+episodes per data file and of every episode the footers' row-group statistics do not clear;
+of all with ``--full``) and the MP4 indexes (``moov`` boxes) only, never a video sample, and prints every finding with what to do, then how
 many bytes it read. The exit code is the number of errors (at most 255), so CI can gate on it;
 ``--json`` prints the whole report for machines instead (schema in docs/doctor.md).
 """
@@ -44,6 +45,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--revision", help="Hub revision (branch, tag or commit) of a repo id")
     parser.add_argument("--episodes", type=int, nargs="+", metavar="N", help="only these episodes")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--full", action="store_true",
+        help="read the index and timestamp values of every episode (default: footer statistics for "
+        "all, values for a sample per data file and for every episode the statistics do not clear)",
+    )
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="videos indexed in parallel")
     parser.add_argument(
         "--storage-option", action="append", default=[], metavar="KEY=VALUE",
@@ -66,6 +72,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         episodes=args.episodes,
         storage_options=_storage_options(args.storage_option),
         workers=args.workers,
+        full=args.full,
     )
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=1)
@@ -82,6 +89,9 @@ def render(report: Report) -> str:
         f"feedline doctor {report.root}: {facts['episodes']} episodes, {facts['frames']} frames, "
         f"{facts['cameras']} camera(s), {facts['data_files']} data file(s), {facts['videos']} video(s)",
     ]
+    sampled = report.checked.get("data_values", True)
+    if sampled is not True:
+        lines.append(f"note    {sampled}")
     for f in report.findings:
         where = " ".join(part for part in (f.file or "", "" if f.episode is None else f"episode {f.episode}") if part)
         lines.append(f"{f.severity:<7} [{f.check}] {where + ': ' if where else ''}{f.problem}")
