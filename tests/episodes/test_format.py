@@ -243,3 +243,29 @@ def test_damaged_episode_files_read_at_once_name_the_first(dataset_copy):
     with pytest.raises(EpisodeFormatError, match=files[0].name) as err:
         load_meta(open_store(str(dataset_copy)))
     assert "\n" not in str(err.value)
+
+
+def test_a_store_that_cannot_list_reads_each_episodes_file_once(av1_dataset, nginx_server, tmp_path, monkeypatch):
+    """Over HTTP the meta/episodes files are found by reading them in order: no footer is
+    fetched twice (probing first, then reading, did), and the table is the listed one's."""
+    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
+    name = "episodes-format-once"
+    root = nginx_server.root / name
+    shutil.copytree(av1_dataset.root, root)
+    start = len(nginx_server.log_lines())
+    meta = load_meta(open_store(f"{nginx_server.url}/{name}"))
+    served: dict[str, int] = {}
+    for line in nginx_server.log_lines()[start:]:
+        request, rest = line[1:].split('" ', 1)
+        path = request.split()[1]
+        status, sent = rest.split()[:2]
+        if f"/{name}/meta/episodes/" in path and status != "404":  # a 404: the end, found
+            served[path] = served.get(path, 0) + int(sent)
+    files = sorted((root / "meta/episodes").rglob("*.parquet"))
+    assert len(served) == len(files) >= 2
+    for path in files:
+        url_path = f"/{name}/{path.relative_to(root).as_posix()}"
+        assert served[url_path] <= path.stat().st_size  # every byte at most once
+    listed = load_meta(open_store(str(root)))
+    assert np.array_equal(meta.episodes.episode_index, listed.episodes.episode_index)
+    assert meta.episodes_files == listed.episodes_files

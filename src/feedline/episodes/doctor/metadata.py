@@ -3,7 +3,7 @@
 The readers refuse a dataset whose episode rows disagree with themselves (a length that is not
 its row range, totals that do not add up, an episode stretch of video whose duration is not its
 length at the dataset's fps), and stop at the first problem. The doctor reads the same files with
-the same code but leniently (``read_episode_table(strict=False)``), then reports *every* such row
+the same code but leniently (``load_episode_table(strict=False)``), then reports *every* such row
 as a finding with the readers' own rule, so fixing what it lists is what makes the readers open
 the dataset. Stats are checked here too: a policy normalises with them, so a missing feature or a
 NaN turns into a crash or a diverging loss far from its cause.
@@ -25,8 +25,7 @@ from feedline.episodes.format import (
     STATS_PATH,
     TASKS_PATH,
     EpisodeTable,
-    episodes_files,
-    read_episode_table,
+    load_episode_table,
     read_info,
     read_tasks,
 )
@@ -71,8 +70,7 @@ def load_metadata(store: Store, findings: Findings) -> Metadata:
     can examine: that is raised (one line from the CLI), not reported.
     """
     info = read_info(store)
-    files = episodes_files(store, info)
-    table = read_episode_table(store, info, files, strict=False)
+    table, files = load_episode_table(store, info, strict=False)
     meta = Metadata(info, table, files, set())
     _check_rows(meta, findings)
     _check_spans(meta, findings)
