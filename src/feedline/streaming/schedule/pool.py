@@ -55,13 +55,13 @@ from typing import Any
 import numpy as np
 
 from feedline.streaming.errors import StreamingError
-from feedline.streaming.schedule.slot import check_episode_sizes
+from feedline.streaming.schedule.slot import check_episode_size_arrays, mapping_columns
 from feedline.streaming.schedule.state import Stateful
 from feedline.streaming.schedule.strategies import POOL_STRATEGIES, Block, get_strategy
 from feedline.streaming.settings import DEFAULT_SEED, floor_default, resolve_seed
 from feedline.validate import check_int
 
-__all__ = ["STRATEGIES", "EpisodePool", "fetch_order"]
+__all__ = ["STRATEGIES", "EpisodePool", "aligned", "fetch_order"]
 
 STRATEGIES = tuple(POOL_STRATEGIES)  # the names a pool accepts (keys of the dispatch table)
 _POOL_STREAM = 0x504F4F4C  # "POOL": keeps the pools' random streams apart from the plan's
@@ -122,7 +122,7 @@ class EpisodePool(Stateful):
     ) -> None:
         self.substream = int(substream)
         self.episodes = np.asarray(episodes, dtype=np.int64).reshape(-1)
-        self.lengths = _aligned(self.episodes, lengths, "lengths")
+        self.lengths = aligned(self.episodes, lengths, "lengths")
         self._due_start, self._due = _due_frames(self.episodes, self.lengths, frames)
         self._strategy = get_strategy(strategy)
         check_int("pool_size", pool_size, minimum=1, error=StreamingError)
@@ -138,17 +138,16 @@ class EpisodePool(Stateful):
         if episode_bytes is not None:
             if self.byte_budget is None:
                 raise StreamingError("episode_bytes needs a byte_budget")
-            self.episode_bytes = _aligned(self.episodes, episode_bytes, "episode_bytes")
-            check_episode_sizes(
-                zip(self.episodes.tolist(), self.episode_bytes.tolist(), strict=True),
-                self.byte_budget,
-            )
+            self.episode_bytes = aligned(self.episodes, episode_bytes, "episode_bytes")
+            check_episode_size_arrays(self.episodes, self.episode_bytes, self.byte_budget)
         self.total_anchors = int(self.lengths.sum())
         self._cohort_ends: np.ndarray | None = None  # per cohort, its end in admission order
+        self._slots: np.ndarray | None = None  # per admission position, its cohort's size
         if self._strategy.cohorts and self.episodes.size > pool_size:
             n, cohorts = self.episodes.size, -(-self.episodes.size // pool_size)
             sizes = n // cohorts + (np.arange(cohorts) < n % cohorts)  # larger cohorts first
             self._cohort_ends = np.cumsum(sizes)
+            self._slots = np.repeat(sizes, sizes).astype(np.int64)
         self._blocks = self._block_bounds()
         self._identity: str | None = None
         self.reset()
@@ -187,10 +186,8 @@ class EpisodePool(Stateful):
         """Admission time of the episode at admission position ``pos`` (reserves its slot)."""
         nbytes = 0 if self.episode_bytes is None else int(self.episode_bytes[pos])
         budget = self.byte_budget
-        slots = self.pool_size
-        if self._cohort_ends is not None:  # the size of pos's cohort, never above the previous
-            cohort = int(np.searchsorted(self._cohort_ends, pos, side="right"))
-            slots = int(self._cohort_ends[cohort] - (self._cohort_ends[cohort - 1] if cohort else 0))
+        # the size of pos's cohort (never above the previous one's), else the pool size
+        slots = self.pool_size if self._slots is None else int(self._slots[pos])
         while self._resident >= slots or (
             budget is not None and self._resident_bytes + nbytes > budget
         ):
@@ -201,6 +198,38 @@ class EpisodePool(Stateful):
         self._resident += 1
         self._resident_bytes += nbytes
         return self._now
+
+    def _admit_block(self, a: int, b: int, stays: np.ndarray) -> np.ndarray:
+        """Admission times of positions ``a..b-1`` (staying ``stays``), then of ``b``: the loop
+        of :meth:`_admit` inlined over plain lists, the one Python step left per episode (each
+        admission waits on the heap of the ones before, so it is sequential by nature)."""
+        durations = stays.tolist()
+        nbytes = [0] * (b - a) if self.episode_bytes is None else self.episode_bytes[a:b].tolist()
+        slots_of = None if self._slots is None else self._slots[a:b].tolist()
+        budget = math.inf if self.byte_budget is None else self.byte_budget
+        pool_size = self.pool_size
+        heap = self._heap
+        push, pop = heapq.heappush, heapq.heappop
+        resident, resident_bytes, now = self._resident, self._resident_bytes, self._now
+        starts = [0.0] * (b - a)
+        starts[0] = start = self._next_start
+        push(heap, (start + durations[0], a, nbytes[0]))
+        for j in range(1, b - a):
+            size = nbytes[j]
+            slots = pool_size if slots_of is None else slots_of[j]
+            while resident >= slots or resident_bytes + size > budget:
+                end, _, freed = pop(heap)
+                if end > now:
+                    now = end
+                resident -= 1
+                resident_bytes -= freed
+            resident += 1
+            resident_bytes += size
+            starts[j] = now
+            push(heap, (now + durations[j], a + j, size))
+        self._resident, self._resident_bytes, self._now = resident, resident_bytes, now
+        self._next_start = self._admit(b) if b < self.episodes.size else math.inf
+        return np.array(starts, dtype=np.float64)
 
     def _rng(self, block: int) -> np.random.Generator:
         key = [self.seed, self.epoch, self.rank, self.worker, _POOL_STREAM,
@@ -226,14 +255,7 @@ class EpisodePool(Stateful):
             start = self._due_start[a:b][local]
             due = start >= 0
             frames = np.where(due, self._due[np.where(due, start + frames, 0)], frames)
-        durations = stays.tolist()
-        starts = np.empty(b - a, dtype=np.float64)
-        nbytes = None if self.episode_bytes is None else self.episode_bytes[a:b].tolist()
-        for j in range(b - a):
-            start = self._next_start if j == 0 else self._admit(a + j)
-            starts[j] = start
-            heapq.heappush(self._heap, (start + durations[j], a + j, nbytes[j] if nbytes else 0))
-        self._next_start = self._admit(b) if b < self.episodes.size else math.inf
+        starts = self._admit_block(a, b, stays)
         times = starts[local] + delay
         eps = self.episodes[a:b][local]
         p_t, p_e, p_f = self._pending
@@ -383,9 +405,17 @@ def _due_frames(
     return start, np.concatenate(table)
 
 
-def _aligned(episodes: np.ndarray, values: Any, name: str) -> np.ndarray:
-    """``values`` aligned with ``episodes``: a mapping by episode index or a parallel sequence."""
+def aligned(episodes: np.ndarray, values: Any, name: str) -> np.ndarray:
+    """``values`` aligned with ``episodes``: a mapping by episode index or a parallel sequence.
+
+    A dict is read as two arrays and looked up with ``searchsorted`` (a worker's share of a
+    million episodes is aligned in milliseconds, not in one Python lookup per episode); other
+    mappings are looked up one by one.
+    """
     if isinstance(values, Mapping):
+        columns = mapping_columns(values)
+        if columns is not None:
+            return _aligned_columns(episodes, *columns, name)
         try:
             return np.fromiter((values[int(e)] for e in episodes), np.int64, episodes.size)
         except KeyError as exc:
@@ -394,6 +424,27 @@ def _aligned(episodes: np.ndarray, values: Any, name: str) -> np.ndarray:
     if out.size != episodes.size:
         raise StreamingError(f"{name} has {out.size} entries for {episodes.size} episodes")
     return out
+
+
+def _aligned_columns(
+    episodes: np.ndarray, keys: np.ndarray, values: np.ndarray, name: str
+) -> np.ndarray:
+    """The values of ``episodes`` from a mapping's keys and values (in its iteration order)."""
+    if keys.size == episodes.size and np.array_equal(keys, episodes):
+        return values
+    if keys.size > 1 and np.any(keys[1:] <= keys[:-1]):
+        order = np.argsort(keys, kind="stable")
+        keys, values = keys[order], values[order]
+    if keys.size == 0:
+        found = np.zeros(episodes.size, dtype=bool)
+        at = np.zeros(episodes.size, dtype=np.int64)
+    else:
+        at = np.minimum(np.searchsorted(keys, episodes), keys.size - 1)
+        found = keys[at] == episodes
+    if not found.all():
+        missing = int(episodes[int(np.flatnonzero(~found)[0])])
+        raise StreamingError(f"{name} has no entry for episode {missing}")
+    return values[at]
 
 
 def fetch_order(episodes: np.ndarray) -> np.ndarray:
