@@ -61,7 +61,15 @@ from feedline.streaming.schedule.strategies import POOL_STRATEGIES, Block, get_s
 from feedline.streaming.settings import DEFAULT_SEED, floor_default, resolve_seed
 from feedline.validate import check_int
 
-__all__ = ["STRATEGIES", "EpisodePool", "aligned", "fetch_order"]
+__all__ = [
+    "STRATEGIES",
+    "EpisodePool",
+    "aligned",
+    "anchor_counts",
+    "fetch_order",
+    "first_anchors",
+    "last_anchors",
+]
 
 STRATEGIES = tuple(POOL_STRATEGIES)  # the names a pool accepts (keys of the dispatch table)
 _POOL_STREAM = 0x504F4F4C  # "POOL": keeps the pools' random streams apart from the plan's
@@ -438,6 +446,10 @@ def _aligned_columns(
     if keys.size == 0:
         found = np.zeros(episodes.size, dtype=bool)
         at = np.zeros(episodes.size, dtype=np.int64)
+    elif int(keys[-1]) - int(keys[0]) + 1 == keys.size:  # every episode of a range: no search
+        at = episodes - keys[0]
+        found = (at >= 0) & (at < keys.size)
+        at = np.where(found, at, 0)
     else:
         at = np.minimum(np.searchsorted(keys, episodes), keys.size - 1)
         found = keys[at] == episodes
@@ -451,5 +463,57 @@ def fetch_order(episodes: np.ndarray) -> np.ndarray:
     """The distinct episodes of an anchor sequence in the order of their first anchor: the order
     a worker fetches them in (see the module docstring for why it fits the budget)."""
     episodes = np.asarray(episodes, dtype=np.int64)
-    _, first = np.unique(episodes, return_index=True)
+    _, first = first_anchors(episodes)
     return episodes[np.sort(first)]
+
+
+def first_anchors(episodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct episodes, sorted; the position of each one's first anchor in ``episodes``)."""
+    return _extreme_anchors(episodes, np.minimum)
+
+
+def last_anchors(episodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct episodes, sorted; the position of each one's last anchor in ``episodes``)."""
+    return _extreme_anchors(episodes, np.maximum)
+
+
+def anchor_counts(episodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct episodes, sorted; how many anchors each has in ``episodes``)."""
+    episodes = np.asarray(episodes, dtype=np.int64)
+    span = _dense_span(episodes)
+    if span is None:
+        distinct, counts = np.unique(episodes, return_counts=True)
+        return distinct, counts.astype(np.int64)
+    low, size = span
+    counts = np.bincount(episodes - low, minlength=size)
+    distinct = np.flatnonzero(counts)
+    return distinct + low, counts[distinct].astype(np.int64)
+
+
+def _dense_span(episodes: np.ndarray) -> tuple[int, int] | None:
+    """(lowest episode, span) when a table over the span is no larger than a few times the
+    anchors (then the table replaces a sort of a worker's millions of anchors), else ``None``."""
+    if episodes.size == 0:
+        return None
+    low, high = int(episodes.min()), int(episodes.max())
+    size = high - low + 1
+    return (low, size) if size <= 4 * episodes.size + (1 << 16) else None
+
+
+def _extreme_anchors(episodes: np.ndarray, pick: np.ufunc) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct episodes, the least or greatest position of each): ``np.unique``'s answer,
+    from a table over the episodes' span instead of a sort when the span allows."""
+    episodes = np.asarray(episodes, dtype=np.int64)
+    span = _dense_span(episodes)
+    n = episodes.size
+    if span is None:
+        if pick is np.minimum:
+            distinct, at = np.unique(episodes, return_index=True)
+            return distinct, at.astype(np.int64)
+        distinct, at = np.unique(episodes[::-1], return_index=True)
+        return distinct, (n - 1 - at).astype(np.int64)
+    low, size = span
+    table = np.full(size, n if pick is np.minimum else -1, dtype=np.int64)
+    pick.at(table, episodes - low, np.arange(n, dtype=np.int64))
+    distinct = np.flatnonzero(table != (n if pick is np.minimum else -1))
+    return distinct + low, table[distinct]
