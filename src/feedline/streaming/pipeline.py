@@ -49,7 +49,7 @@ import numpy as np
 
 from feedline.streaming.budget import ByteBudget
 from feedline.streaming.errors import ResumeMismatchError, StreamingError
-from feedline.streaming.schedule.pool import aligned, anchor_counts, last_anchors
+from feedline.streaming.schedule.pool import aligned, anchor_counts, last_anchors, positions_in
 from feedline.streaming.schedule.state import Stateful
 from feedline.streaming.settings import floor_default
 from feedline.validate import check_int
@@ -153,13 +153,15 @@ class UnitPipeline(Stateful):
         self._undecoded = self._count_undecoded(0) if assemble_threads else {}
         self._live: dict[int, Any] = {}  # fetched payloads whose decodes have not all ended
         order = np.asarray(admission, dtype=np.int64).reshape(-1)
-        has_anchors = np.isin(order, distinct)
-        order = order[has_anchors]
-        missing = np.setdiff1d(distinct, order)
-        if missing.size:
-            raise StreamingError(f"episodes {missing[:5].tolist()} have anchors but no admission")
+        at, has_anchors = positions_in(distinct, order)
+        order, at = order[has_anchors], at[has_anchors]
+        admitted = np.zeros(distinct.size, dtype=bool)
+        admitted[at] = True
+        if not admitted.all():
+            missing = distinct[~admitted][:5].tolist()
+            raise StreamingError(f"episodes {missing} have anchors but no admission")
         self._admission = order.tolist()
-        self._admission_last = last_at[np.searchsorted(distinct, order)]
+        self._admission_last = last_at[at]
         sizes = (
             aligned(order, nbytes, "nbytes") if isinstance(nbytes, Mapping)
             else np.asarray(nbytes, dtype=np.int64)[order]

@@ -69,6 +69,7 @@ __all__ = [
     "fetch_order",
     "first_anchors",
     "last_anchors",
+    "positions_in",
 ]
 
 STRATEGIES = tuple(POOL_STRATEGIES)  # the names a pool accepts (keys of the dispatch table)
@@ -443,20 +444,35 @@ def _aligned_columns(
     if keys.size > 1 and np.any(keys[1:] <= keys[:-1]):
         order = np.argsort(keys, kind="stable")
         keys, values = keys[order], values[order]
-    if keys.size == 0:
-        found = np.zeros(episodes.size, dtype=bool)
-        at = np.zeros(episodes.size, dtype=np.int64)
-    elif int(keys[-1]) - int(keys[0]) + 1 == keys.size:  # every episode of a range: no search
-        at = episodes - keys[0]
-        found = (at >= 0) & (at < keys.size)
-        at = np.where(found, at, 0)
-    else:
-        at = np.minimum(np.searchsorted(keys, episodes), keys.size - 1)
-        found = keys[at] == episodes
+    at, found = positions_in(keys, episodes)
     if not found.all():
         missing = int(episodes[int(np.flatnonzero(~found)[0])])
         raise StreamingError(f"{name} has no entry for episode {missing}")
     return values[at]
+
+
+def positions_in(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(where each of ``values`` is in ``keys``, sorted and distinct, or 0; whether it is there):
+    ``searchsorted``, or a table over the keys' span when it is small (no binary search per
+    value in random order)."""
+    values = np.asarray(values, dtype=np.int64)
+    if keys.size == 0:
+        return np.zeros(values.size, dtype=np.int64), np.zeros(values.size, dtype=bool)
+    low, size = int(keys[0]), int(keys[-1]) - int(keys[0]) + 1
+    if size == keys.size:  # every episode of a range
+        at = values - low
+        found = (at >= 0) & (at < size)
+        return np.where(found, at, 0), found
+    if size <= 4 * (keys.size + values.size) + (1 << 16):
+        table = np.full(size, -1, dtype=np.int64)
+        table[keys - low] = np.arange(keys.size, dtype=np.int64)
+        offset = values - low
+        inside = (offset >= 0) & (offset < size)
+        at = table[np.where(inside, offset, 0)]
+        found = inside & (at >= 0)
+        return np.where(found, at, 0), found
+    at = np.minimum(np.searchsorted(keys, values), keys.size - 1)
+    return at, keys[at] == values
 
 
 def fetch_order(episodes: np.ndarray) -> np.ndarray:
