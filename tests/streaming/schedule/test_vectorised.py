@@ -5,6 +5,7 @@ calls (users resume checkpoints across versions, so every order must stay the sa
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import math
 import sys
@@ -33,7 +34,7 @@ from feedline.streaming.schedule.pool import (
     last_anchors,
     positions_in,
 )
-from feedline.streaming.schedule.resume import ResumePosition
+from feedline.streaming.schedule.resume import ResumePosition, sampler_identity
 from feedline.streaming.schedule.slot import WorkerSlot, check_episode_sizes
 
 # ---- the per-episode algorithms, as they were --------------------------------------------------
@@ -260,6 +261,20 @@ def test_pipeline_tables_are_the_per_episode_ones():
         UnitPipeline(eps, frames, admission[5:], sizes, fetch=int, assemble=lambda p, f: {},
                      cache=cache)
     pipe.close()
+
+
+def test_sampler_identity_is_the_digest_it_was():
+    """Checkpoints compare it: the bytes are looked up with arrays, the digest is unchanged."""
+    rng = np.random.default_rng(2)
+    keys = rng.permutation(5000)[:3000].tolist()
+    lengths = dict(zip(keys, rng.integers(1, 50, 3000).tolist(), strict=True))
+    sizes = dict(zip(keys[::-1], rng.integers(1, 10**9, 3000).tolist(), strict=True))
+    indices = np.sort(np.asarray(keys, dtype=np.int64))
+    h = hashlib.sha256(b"feedline.streaming.schedule.plan/v1")
+    h.update(indices.tobytes())
+    h.update(np.asarray([lengths[int(i)] for i in indices], dtype=np.int64).tobytes())
+    h.update(np.fromiter((sizes[int(i)] for i in indices), np.int64).tobytes())
+    assert sampler_identity(lengths, sizes) == h.hexdigest()[:32]
 
 
 # ---- no Python step per episode ----------------------------------------------------------------
