@@ -36,7 +36,7 @@ import numpy as np
 
 from feedline.streaming.schedule.loader import batches_per_worker, worker_offsets
 from feedline.streaming.schedule.plan import EpisodeLengths, ShardPlan, plan_shards_arrays
-from feedline.streaming.schedule.pool import EpisodePool
+from feedline.streaming.schedule.pool import EpisodePool, aligned
 from feedline.streaming.schedule.slot import WorkerSlot, worker_parts
 from feedline.streaming.schedule.stratified import StratifiedPool, split_share
 
@@ -189,7 +189,9 @@ class PoolMaker:
         present = np.unique(group).tolist()
         members = [order[group == g] for g in present]
         sizes = split_share(pool_size, [m.size for m in members])
-        nbytes = [sum(self.episode_bytes[int(u)] for u in m) for m in members] if by_bytes else []
+        nbytes = [  # each source's bytes in the worker, summed with arrays
+            int(aligned(m, self.episode_bytes, "episode_bytes").sum()) for m in members
+        ] if by_bytes else []
         budgets = split_share(budget, nbytes) if by_bytes and budget else [None] * len(members)
         pools = [
             EpisodePool(
