@@ -23,7 +23,12 @@ from feedline.streaming.errors import StreamingError, UnitTooLargeError
 from feedline.streaming.pipeline import UnitPipeline
 from feedline.streaming.reader import StreamingReader
 from feedline.streaming.schedule.elastic import PoolMaker
-from feedline.streaming.schedule.plan import _greedy_deal, _greedy_deal_tuples, _grouped_deal
+from feedline.streaming.schedule.plan import (
+    _greedy_deal,
+    _greedy_deal_tuples,
+    _grouped_deal,
+    _two_bin_deal,
+)
 from feedline.streaming.schedule.pool import (
     STRATEGIES,
     EpisodePool,
@@ -141,6 +146,8 @@ def test_greedy_deal_is_the_heap_of_tuples(n, bins, max_len, seed):
     expected = ref_greedy_deal(lengths, bins)
     assert np.array_equal(_greedy_deal(lengths, bins), expected)
     assert np.array_equal(_greedy_deal_tuples(lengths, bins), expected)
+    if bins == 2:
+        assert np.array_equal(_two_bin_deal(lengths), expected)
 
 
 def test_greedy_deal_past_int64_keeps_the_deal():

@@ -164,6 +164,8 @@ def _greedy_deal(lengths: np.ndarray, bins: int) -> np.ndarray:
         return np.zeros(lengths.size, dtype=np.int64)
     if lengths.size == 0:
         return np.zeros(0, dtype=np.int64)
+    if bins == 2:  # two bins: the lighter one is the sign of their difference, no heap
+        return _two_bin_deal(lengths)
     if int(lengths.sum()) * bins + bins > _INT64_MAX:
         return _greedy_deal_tuples(lengths, bins)
     heap = list(range(bins))  # load 0 in every bin: already a heap
@@ -174,6 +176,20 @@ def _greedy_deal(lengths: np.ndarray, bins: int) -> np.ndarray:
         keys[i] = key
         replace(heap, key + step)
     return np.asarray(keys, dtype=np.int64) % bins
+
+
+def _two_bin_deal(lengths: np.ndarray) -> np.ndarray:
+    """:func:`_greedy_deal` into two bins: bin 1 when it is strictly lighter (``load0 - load1
+    > 0``), else bin 0 (ties to the lowest), one comparison per item."""
+    out = bytearray(lengths.size)
+    difference = 0  # load of bin 0 minus load of bin 1
+    for i, n in enumerate(lengths.tolist()):
+        if difference <= 0:
+            difference += n
+        else:
+            difference -= n
+            out[i] = 1
+    return np.frombuffer(bytes(out), dtype=np.uint8).astype(np.int64)
 
 
 def _greedy_deal_tuples(lengths: np.ndarray, bins: int) -> np.ndarray:
