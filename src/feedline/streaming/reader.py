@@ -167,7 +167,8 @@ class StreamingReader(TrackedReader):
         lengths: Mapping[int, int] = self.plan_units if due is None else due.lengths
         lengths, world, rank = self._worker_world(lengths)
         plan = plan_shards_arrays(
-            lengths, world_size=world, num_workers=num_workers, seed=self.seed,
+            self.pool_maker.plan_input(lengths), world_size=world, num_workers=num_workers,
+            seed=self.seed,
             epoch=position.epoch, groups=self.pool_maker.plan_groups,
         ).parts[rank]
         part = position.part_for_worker(worker_id)
@@ -182,7 +183,14 @@ class StreamingReader(TrackedReader):
             pool_size=settings.value("pool_size"), prefetch=prefetch,
             num_workers=num_workers, kind=self.UNIT_KIND,
         )
-        budget.check_size_arrays(order, aligned(order, self.unit_bytes, "unit_bytes"))
+        maker = self.pool_maker
+        sizes = (
+            maker.values_of("episode_bytes", order) if maker.episode_bytes is self.unit_bytes
+            else self.unit_bytes
+        )
+        if isinstance(sizes, Mapping):
+            sizes = aligned(order, sizes, "unit_bytes")
+        budget.check_size_arrays(order, sizes)
         self._check_worker(num_workers)
         pool = self.pool_maker(
             order, epoch=position.epoch, rank=self.data_rank, part=part, num_workers=num_workers,

@@ -65,11 +65,13 @@ __all__ = [
     "STRATEGIES",
     "EpisodePool",
     "aligned",
+    "aligned_columns",
     "anchor_counts",
     "fetch_order",
     "first_anchors",
     "last_anchors",
     "positions_in",
+    "sorted_columns",
 ]
 
 STRATEGIES = tuple(POOL_STRATEGIES)  # the names a pool accepts (keys of the dispatch table)
@@ -422,9 +424,9 @@ def aligned(episodes: np.ndarray, values: Any, name: str) -> np.ndarray:
     mappings are looked up one by one.
     """
     if isinstance(values, Mapping):
-        columns = mapping_columns(values)
+        columns = sorted_columns(values)
         if columns is not None:
-            return _aligned_columns(episodes, *columns, name)
+            return aligned_columns(episodes, *columns, name)
         try:
             return np.fromiter((values[int(e)] for e in episodes), np.int64, episodes.size)
         except KeyError as exc:
@@ -435,15 +437,26 @@ def aligned(episodes: np.ndarray, values: Any, name: str) -> np.ndarray:
     return out
 
 
-def _aligned_columns(
-    episodes: np.ndarray, keys: np.ndarray, values: np.ndarray, name: str
-) -> np.ndarray:
-    """The values of ``episodes`` from a mapping's keys and values (in its iteration order)."""
-    if keys.size == episodes.size and np.array_equal(keys, episodes):
-        return values
+def sorted_columns(mapping: Mapping[int, int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(keys, values) of a dict of integers as int64 arrays sorted by key (``None`` for any
+    other mapping, which is then looked up one by one)."""
+    columns = mapping_columns(mapping)
+    if columns is None:
+        return None
+    keys, values = columns
     if keys.size > 1 and np.any(keys[1:] <= keys[:-1]):
         order = np.argsort(keys, kind="stable")
         keys, values = keys[order], values[order]
+    keys.flags.writeable = values.flags.writeable = False  # shared by every pool that reads them
+    return keys, values
+
+
+def aligned_columns(
+    episodes: np.ndarray, keys: np.ndarray, values: np.ndarray, name: str
+) -> np.ndarray:
+    """The values of ``episodes`` from a mapping's :func:`sorted_columns`."""
+    if keys.size == episodes.size and np.array_equal(keys, episodes):
+        return values
     at, found = positions_in(keys, episodes)
     if not found.all():
         missing = int(episodes[int(np.flatnonzero(~found)[0])])
