@@ -270,6 +270,43 @@ def test_pipeline_tables_are_the_per_episode_ones():
     pipe.close()
 
 
+@pytest.mark.parametrize("stratified", [False, True])
+def test_pool_maker_arrays_give_the_pools_of_the_dicts(stratified):
+    """The maker reads its cached arrays; the pools are those built from the dicts."""
+    rng = np.random.default_rng(8)
+    lengths = dict(enumerate(rng.integers(1, 60, 3000).tolist()))
+    sizes = dict(enumerate(rng.integers(1, 5000, 3000).tolist()))
+    groups = None if not stratified else (lambda units: np.asarray(units) % 3)
+    maker = PoolMaker("spread", 64, 9, lengths, 10**6, sizes, groups=groups,
+                      stratified=stratified)
+    plain = PoolMaker("spread", 64, 9, _Opaque(lengths), 10**6, _Opaque(sizes), groups=groups,
+                      stratified=stratified)
+    order = rng.permutation(3000)[:1200]
+    kw: dict[str, Any] = dict(epoch=1, rank=0, part=1, num_workers=2, batch_size=16)
+    new, ref = maker(order, **kw), plain(order, **kw)
+    got, want = new.take(new.anchors_remaining), ref.take(ref.anchors_remaining)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    for a, b in zip(getattr(new, "pools", [new]), getattr(ref, "pools", [ref]), strict=True):
+        assert a.state_settings() == b.state_settings()
+    assert np.array_equal(maker.plan_input(lengths), list(lengths.values()))
+
+
+class _Opaque(Mapping[int, int]):
+    """A mapping that is not a dict: looked up one episode at a time, as every mapping was."""
+
+    def __init__(self, data: dict[int, int]) -> None:
+        self.data = data
+
+    def __getitem__(self, key: int) -> int:
+        return self.data[key]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
 def test_sampler_identity_is_the_digest_it_was():
     """Checkpoints compare it: the bytes are looked up with arrays, the digest is unchanged."""
     rng = np.random.default_rng(2)
