@@ -35,8 +35,14 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from feedline.streaming.errors import EPISODE_UNIT, StreamingError, UnitKind
-from feedline.streaming.schedule.slot import WorkerSlot, check_episode_sizes
+from feedline.streaming.schedule.slot import (
+    WorkerSlot,
+    check_episode_size_arrays,
+    check_episode_sizes,
+)
 from feedline.streaming.settings import floor_default, gib_bytes
 from feedline.validate import check_int
 
@@ -139,6 +145,13 @@ class ByteBudget:
         check_episode_sizes(
             sizes, self.budget_bytes, rank_budget_bytes=self.rank_budget_bytes, parts=self.parts,
             kind=self.kind,
+        )
+
+    def check_size_arrays(self, units: np.ndarray, nbytes: np.ndarray) -> None:
+        """:meth:`check_sizes` of parallel arrays (a worker's share, checked in one comparison)."""
+        check_episode_size_arrays(
+            units, nbytes, self.budget_bytes, rank_budget_bytes=self.rank_budget_bytes,
+            parts=self.parts, kind=self.kind,
         )
 
     # ---- reservations ---------------------------------------------------------------------

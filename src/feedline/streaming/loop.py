@@ -73,6 +73,9 @@ class TrackedReader(Stateful):
         self._pending_state: dict[str, Any] | None = None
         self._position: ResumePosition | None = None
         self._board = WorkerBoard(counters)
+        warm = getattr(getattr(self, "pool_maker", None), "warm", None)
+        if warm is not None:  # the pools' arrays, made here once rather than in every worker
+            warm()
 
     # ---- what a reader supplies --------------------------------------------------------------
 

@@ -49,12 +49,14 @@ import numpy as np
 
 from feedline.streaming.budget import ByteBudget
 from feedline.streaming.errors import ResumeMismatchError, StreamingError
+from feedline.streaming.schedule.pool import aligned, anchor_counts, last_anchors, positions_in
 from feedline.streaming.schedule.state import Stateful
 from feedline.streaming.settings import floor_default
 from feedline.validate import check_int
 
 __all__ = ["UnitPipeline", "PipelineMetrics"]
 
+_CHUNK_BITS = 12  # anchors turned into Python ints at a time
 _POLL_S = 1.0  # how often a waiting consumer re-checks that the fetch dispatcher is alive
 
 
@@ -137,22 +139,34 @@ class UnitPipeline(Stateful):
         ):
             check_int(name, value, minimum=0 if name == "assemble_threads" else 1, error=StreamingError)
         self._anchors = (np.asarray(episodes, np.int64), np.asarray(frames, np.int64))
-        self._eps = self._anchors[0].tolist()
-        self._frames = self._anchors[1].tolist()
-        # each episode's last anchor, with numpy: per-anchor Python loops cost milliseconds of
-        # the first sample's wait on a large worker share
-        backwards = self._anchors[0][::-1]
-        distinct, first_backwards = np.unique(backwards, return_index=True)
-        self._last = last = dict(zip(distinct.tolist(), (len(backwards) - 1 - first_backwards).tolist(),
-                                     strict=True))
+        self._count = self._anchors[0].size
+        # anchors are read as plain ints a chunk at a time (see _anchor): a worker's millions of
+        # anchors are not turned into Python objects before its first sample
+        self._chunk = -1
+        self._chunk_eps: list[int] = []
+        self._chunk_frames: list[int] = []
+        # each episode's last anchor, with arrays: per-anchor Python loops cost seconds of the
+        # first sample's wait on a large worker share
+        distinct, last_at = last_anchors(self._anchors[0])
+        self._last = dict(zip(distinct.tolist(), last_at.tolist(), strict=True))
         # per-sample decode counts are for the decode threads only (see _next_inline)
         self._undecoded = self._count_undecoded(0) if assemble_threads else {}
         self._live: dict[int, Any] = {}  # fetched payloads whose decodes have not all ended
-        self._admission = [int(ep) for ep in admission if int(ep) in last]
-        missing = set(last) - set(self._admission)
-        if missing:
-            raise StreamingError(f"episodes {sorted(missing)[:5]} have anchors but no admission")
-        self._nbytes = {ep: int(nbytes[ep]) for ep in self._admission}
+        order = np.asarray(admission, dtype=np.int64).reshape(-1)
+        at, has_anchors = positions_in(distinct, order)
+        order, at = order[has_anchors], at[has_anchors]
+        admitted = np.zeros(distinct.size, dtype=bool)
+        admitted[at] = True
+        if not admitted.all():
+            missing = distinct[~admitted][:5].tolist()
+            raise StreamingError(f"episodes {missing} have anchors but no admission")
+        self._admission = order.tolist()
+        self._admission_last = last_at[at]
+        sizes = (
+            aligned(order, nbytes, "nbytes") if isinstance(nbytes, Mapping)
+            else np.asarray(nbytes, dtype=np.int64)[order]
+        )
+        self._nbytes = dict(zip(self._admission, sizes.tolist(), strict=True))
         self._fetch, self._assemble, self._finish = fetch, assemble, finish
         self.cache = cache
         self.queue_size = queue_size
@@ -236,8 +250,20 @@ class UnitPipeline(Stateful):
     # ---- decode side -----------------------------------------------------------------------
 
     def _count_undecoded(self, start: int) -> dict[int, int]:
-        distinct, counts = np.unique(self._anchors[0][start:], return_counts=True)
+        distinct, counts = anchor_counts(self._anchors[0][start:])
         return dict(zip(distinct.tolist(), counts.tolist(), strict=True))
+
+    def _anchor(self, i: int) -> tuple[int, int]:
+        """Anchor ``i`` as plain ints (consuming thread only; the anchors are read in order)."""
+        chunk = i >> _CHUNK_BITS
+        if chunk != self._chunk:
+            start = chunk << _CHUNK_BITS
+            end = start + (1 << _CHUNK_BITS)
+            self._chunk_eps = self._anchors[0][start:end].tolist()
+            self._chunk_frames = self._anchors[1][start:end].tolist()
+            self._chunk = chunk
+        j = i - (chunk << _CHUNK_BITS)
+        return self._chunk_eps[j], self._chunk_frames[j]
 
     def _decode_one(self, ep: int, payload: Any, frame: int) -> dict[str, Any]:
         try:
@@ -258,15 +284,15 @@ class UnitPipeline(Stateful):
         decode is ever in flight when an episode is released, and the byte cache needs no
         per-sample decode count: the per-sample cost is a dict lookup and the assembly."""
         i = self._next
-        if i >= len(self._eps):
+        if i >= self._count:
             raise StopIteration
-        ep = self._eps[i]
+        ep, frame = self._anchor(i)
         payload = self._payloads.get(ep)
         if payload is None:
             payload = self._payload(ep, block=True)
         last = self._last[ep] == i
         try:
-            sample = self._assemble(payload, self._frames[i])
+            sample = self._assemble(payload, frame)
         finally:
             if last:
                 with self._cond:
@@ -316,8 +342,8 @@ class UnitPipeline(Stateful):
 
     def _fill(self) -> None:
         """Submit anchors in order while the buffer has room; block only when it is empty."""
-        while len(self._buffer) < self.queue_size and self._next < len(self._eps):
-            ep, frame = self._eps[self._next], self._frames[self._next]
+        while len(self._buffer) < self.queue_size and self._next < self._count:
+            ep, frame = self._anchor(self._next)
             payload = self._payload(ep, block=not self._buffer)
             if payload is None:
                 return
@@ -358,7 +384,7 @@ class UnitPipeline(Stateful):
     @property
     def remaining(self) -> int:
         """Samples not yet returned (submitted or not)."""
-        return len(self._eps) - self._next + len(self._buffer)
+        return self._count - self._next + len(self._buffer)
 
     # ---- state ----------------------------------------------------------------------------
 
@@ -374,7 +400,7 @@ class UnitPipeline(Stateful):
 
     def state_settings(self) -> dict[str, Any]:
         """The anchors a state applies to: their count and digest."""
-        return {"anchors": len(self._eps), "identity": self.identity}
+        return {"anchors": self._count, "identity": self.identity}
 
     def state_position(self) -> dict[str, Any]:
         """The samples the consumer has taken (prefetched and decoded-ahead ones are not saved)."""
@@ -385,14 +411,16 @@ class UnitPipeline(Stateful):
         if self._started:
             raise StreamingError("load_state_dict() must come before the pipeline's first sample")
         taken = int(state["samples_taken"])
-        if not 0 <= taken <= len(self._eps):
+        if not 0 <= taken <= self._count:
             raise ResumeMismatchError(
-                f"pipeline state says {taken} samples were taken of {len(self._eps)}"
+                f"pipeline state says {taken} samples were taken of {self._count}"
             )
         self._next = self._taken = taken
         self._undecoded = self._count_undecoded(taken) if self._threads[1] else {}
         # Episodes whose every anchor was taken are never fetched (nor reserved, nor released).
-        self._admission = [ep for ep in self._admission if self._last[ep] >= taken]
+        keep = self._admission_last >= taken
+        self._admission = np.asarray(self._admission, dtype=np.int64)[keep].tolist()
+        self._admission_last = self._admission_last[keep]
 
     def close(self) -> None:
         """Stop the dispatcher and the pools; undelivered samples are dropped (never counted)."""

@@ -23,7 +23,7 @@ from feedline.streaming.errors import EPISODE_UNIT, UnitKind
 from feedline.streaming.loop import TrackedReader
 from feedline.streaming.pipeline import UnitPipeline
 from feedline.streaming.schedule.plan import ShardPlan, plan_shards_arrays
-from feedline.streaming.schedule.pool import fetch_order
+from feedline.streaming.schedule.pool import aligned, fetch_order
 from feedline.streaming.schedule.resume import ResumePosition, ResumeSettings, rank_batch_counts
 from feedline.streaming.schedule.slot import WorkerSlot
 from feedline.streaming.settings import ReaderSettings
@@ -167,13 +167,14 @@ class StreamingReader(TrackedReader):
         lengths: Mapping[int, int] = self.plan_units if due is None else due.lengths
         lengths, world, rank = self._worker_world(lengths)
         plan = plan_shards_arrays(
-            lengths, world_size=world, num_workers=num_workers, seed=self.seed,
+            self.pool_maker.plan_input(lengths), world_size=world, num_workers=num_workers,
+            seed=self.seed,
             epoch=position.epoch, groups=self.pool_maker.plan_groups,
         ).parts[rank]
         part = position.part_for_worker(worker_id)
         if part >= len(plan):
             return None
-        order = [int(u) for u in plan[part]]
+        order = plan[part]  # an int64 array: no Python object per unit on a worker's start
         slot = replace(self.slot, num_workers=num_workers, worker_id=worker_id)
         settings = self.settings
         prefetch = int(settings.value("prefetch"))
@@ -182,7 +183,14 @@ class StreamingReader(TrackedReader):
             pool_size=settings.value("pool_size"), prefetch=prefetch,
             num_workers=num_workers, kind=self.UNIT_KIND,
         )
-        budget.check_sizes({u: self.unit_bytes[u] for u in order})
+        maker = self.pool_maker
+        sizes = (
+            maker.values_of("episode_bytes", order) if maker.episode_bytes is self.unit_bytes
+            else self.unit_bytes
+        )
+        if isinstance(sizes, Mapping):
+            sizes = aligned(order, sizes, "unit_bytes")
+        budget.check_size_arrays(order, sizes)
         self._check_worker(num_workers)
         pool = self.pool_maker(
             order, epoch=position.epoch, rank=self.data_rank, part=part, num_workers=num_workers,

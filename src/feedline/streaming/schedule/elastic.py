@@ -28,15 +28,16 @@ How the reader calls it::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import astuple, dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from feedline.streaming.schedule.loader import batches_per_worker, worker_offsets
 from feedline.streaming.schedule.plan import EpisodeLengths, ShardPlan, plan_shards_arrays
-from feedline.streaming.schedule.pool import EpisodePool
+from feedline.streaming.schedule.pool import EpisodePool, aligned, aligned_columns, sorted_columns
 from feedline.streaming.schedule.slot import WorkerSlot, worker_parts
 from feedline.streaming.schedule.stratified import StratifiedPool, split_share
 
@@ -158,6 +159,43 @@ class PoolMaker:
     groups: Callable[[np.ndarray], np.ndarray] | None = None
     stratified: bool = False
 
+    @functools.cached_property
+    def _columns(self) -> dict[str, tuple[np.ndarray, np.ndarray] | None]:
+        """The lengths' and byte sizes' (keys, values) as sorted arrays, made once: :meth:`warm`
+        makes them in the opening process, so that forked workers share them and never walk
+        (and, by touching reference counts, copy) the million Python objects of the dicts."""
+        return {
+            "lengths": sorted_columns(self.episode_lengths),
+            "episode_bytes": (
+                None if self.episode_bytes is None else sorted_columns(self.episode_bytes)
+            ),
+        }
+
+    def warm(self) -> None:
+        """Make the arrays :meth:`values_of` reads (before the DataLoader forks its workers)."""
+        self._columns  # noqa: B018 - computed for its cache
+
+    def values_of(self, which: str, order: np.ndarray) -> Any:
+        """``lengths`` or ``episode_bytes`` of ``order``'s episodes, parallel to it (the mapping
+        itself when it is not a dict of integers)."""
+        columns = self._columns[which]
+        mapping = self.episode_lengths if which == "lengths" else self.episode_bytes
+        if columns is None:
+            return mapping
+        return aligned_columns(np.asarray(order, dtype=np.int64), *columns, which)
+
+    def plan_input(self, lengths: Mapping[int, int]) -> Any:
+        """What to plan ``lengths`` from: when they are this maker's own lengths of episodes
+        ``0..n-1``, their cached array (the plan reads it as the same selection), else
+        ``lengths`` itself."""
+        columns = self._columns["lengths"] if lengths is self.episode_lengths else None
+        if columns is None:
+            return lengths
+        keys, values = columns
+        if keys.size and keys[0] == 0 and keys[-1] == keys.size - 1:
+            return values
+        return lengths
+
     @property
     def plan_groups(self) -> Callable[[np.ndarray], np.ndarray] | None:
         """What the plan deals on its own: each source, when the batches are stratified."""
@@ -171,7 +209,11 @@ class PoolMaker:
         stratified mixture's needs the ``batch_size`` its batches are cut with."""
         slot = WorkerSlot(num_workers=num_workers)
         by_bytes = self.episode_bytes is not None and self.byte_budget is not None
-        lengths = self.episode_lengths if remainder is None else remainder.lengths
+        order = np.asarray(order, dtype=np.int64)
+        lengths: Any = (
+            self.values_of("lengths", order) if remainder is None else remainder.lengths
+        )
+        episode_bytes = self.values_of("episode_bytes", order) if by_bytes else None
         common = dict(
             strategy=self.strategy, seed=self.seed, epoch=epoch, rank=rank, worker=part,
             frames=None if remainder is None else remainder.frames,
@@ -180,25 +222,32 @@ class PoolMaker:
         budget = slot.share(self.byte_budget) if by_bytes else None  # type: ignore[arg-type]
         if not (self.stratified and self.groups is not None):
             return EpisodePool(
-                order, lengths, pool_size=pool_size,
-                episode_bytes=self.episode_bytes if by_bytes else None, byte_budget=budget,
-                **common,  # type: ignore[arg-type]
+                order, lengths, pool_size=pool_size, episode_bytes=episode_bytes,
+                byte_budget=budget, **common,  # type: ignore[arg-type]
             )
-        order = np.asarray(order, dtype=np.int64)
         group = np.asarray(self.groups(order), dtype=np.int64)
         present = np.unique(group).tolist()
-        members = [order[group == g] for g in present]
+        masks = [group == g for g in present]
+        members = [order[mask] for mask in masks]
         sizes = split_share(pool_size, [m.size for m in members])
-        nbytes = [sum(self.episode_bytes[int(u)] for u in m) for m in members] if by_bytes else []
+        nbytes = [  # each source's bytes in the worker, summed with arrays
+            int(aligned(m, self.episode_bytes, "episode_bytes").sum()) for m in members
+        ] if by_bytes else []
         budgets = split_share(budget, nbytes) if by_bytes and budget else [None] * len(members)
         pools = [
             EpisodePool(
-                m, lengths, pool_size=size, episode_bytes=self.episode_bytes if by_bytes else None,
+                m, _part(lengths, mask), pool_size=size,
+                episode_bytes=None if episode_bytes is None else _part(episode_bytes, mask),
                 byte_budget=b, substream=1 + g, **common,  # type: ignore[arg-type]
             )
-            for m, size, b, g in zip(members, sizes, budgets, present, strict=True)
+            for m, mask, size, b, g in zip(members, masks, sizes, budgets, present, strict=True)
         ]
         return StratifiedPool(pools, batch_size or 0)
+
+
+def _part(values: Any, mask: np.ndarray) -> Any:
+    """A source's share of values parallel to the worker's order (a mapping is kept whole)."""
+    return values if isinstance(values, Mapping) else values[mask]
 
 
 def stage_plan(

@@ -49,6 +49,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _PLAN_STREAM = 0x504C414E  # "PLAN": keeps the plan's random stream apart from the pools'
+_INT64_MAX = np.iinfo(np.int64).max
 
 EpisodeLengths = Mapping[int, int] | Sequence[int] | np.ndarray
 
@@ -153,9 +154,46 @@ class ShardPlan:
 
 
 def _greedy_deal(lengths: np.ndarray, bins: int) -> np.ndarray:
-    """Deal items (in the given order) to the least-loaded of ``bins`` bins; returns bin ids."""
+    """Deal items (in the given order) to the least-loaded of ``bins`` bins; returns bin ids.
+
+    Each item depends on every deal before it, so the walk stays sequential; it is kept lean
+    instead: a bin is the integer ``load * bins + bin`` (least load, then lowest bin, is the
+    least integer), so one step is a heap replace of integers, with no tuple per item.
+    """
     if bins == 1:
         return np.zeros(lengths.size, dtype=np.int64)
+    if lengths.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if bins == 2:  # two bins: the lighter one is the sign of their difference, no heap
+        return _two_bin_deal(lengths)
+    if int(lengths.sum()) * bins + bins > _INT64_MAX:
+        return _greedy_deal_tuples(lengths, bins)
+    heap = list(range(bins))  # load 0 in every bin: already a heap
+    keys = [0] * lengths.size
+    replace = heapq.heapreplace
+    for i, step in enumerate((lengths * bins).tolist()):
+        key = heap[0]
+        keys[i] = key
+        replace(heap, key + step)
+    return np.asarray(keys, dtype=np.int64) % bins
+
+
+def _two_bin_deal(lengths: np.ndarray) -> np.ndarray:
+    """:func:`_greedy_deal` into two bins: bin 1 when it is strictly lighter (``load0 - load1
+    > 0``), else bin 0 (ties to the lowest), one comparison per item."""
+    out = bytearray(lengths.size)
+    difference = 0  # load of bin 0 minus load of bin 1
+    for i, n in enumerate(lengths.tolist()):
+        if difference <= 0:
+            difference += n
+        else:
+            difference -= n
+            out[i] = 1
+    return np.frombuffer(bytes(out), dtype=np.uint8).astype(np.int64)
+
+
+def _greedy_deal_tuples(lengths: np.ndarray, bins: int) -> np.ndarray:
+    """:func:`_greedy_deal` with ``(load, bin)`` tuples, for loads past what int64 holds."""
     heap = [(0, b) for b in range(bins)]
     out = [0] * lengths.size
     replace = heapq.heapreplace
@@ -169,20 +207,33 @@ def _greedy_deal(lengths: np.ndarray, bins: int) -> np.ndarray:
 def _grouped_deal(lengths: np.ndarray, groups: np.ndarray, bins: int) -> np.ndarray:
     """Deal each group's items (in the given order) to the bin with the least of that group,
     ties to the least loaded in all, then the lowest: every bin gets its share of every group
-    within the group's longest item, and small groups go to empty bins first."""
+    within the group's longest item, and small groups go to empty bins first.
+
+    As in :func:`_greedy_deal`, a bin is one integer, ``(group load * span + load) * bins +
+    bin`` with ``span`` above any load, whose order is that of the ``(group load, load, bin)``
+    it encodes (Python integers, so it never overflows)."""
     out = np.zeros(lengths.size, dtype=np.int64)
     if bins == 1:
         return out
+    span = int(lengths.sum()) + 1
     total = [0] * bins
+    replace = heapq.heapreplace
     for g in np.unique(groups).tolist():
         members = np.flatnonzero(groups == g)
-        heap = [(0, total[b], b) for b in range(bins)]
+        heap = [total[b] * bins + b for b in range(bins)]
         heapq.heapify(heap)
-        for i, n in zip(members.tolist(), lengths[members].tolist(), strict=True):
-            load, tl, b = heap[0]
-            out[i] = b
-            total[b] = tl + n
-            heapq.heapreplace(heap, (load + n, tl + n, b))
+        step = bins * (span + 1)  # one frame more in the group and in all
+        keys = [0] * members.size
+        for i, n in enumerate(lengths[members].tolist()):
+            key = heap[0]
+            keys[i] = key
+            replace(heap, key + n * step)
+        out[members] = (
+            np.asarray(keys, dtype=np.int64) % bins if span * (span + 1) * bins < _INT64_MAX
+            else [key % bins for key in keys]
+        )
+        for key in heap:
+            total[key % bins] = (key // bins) % span
     return out
 
 

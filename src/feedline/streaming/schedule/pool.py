@@ -55,13 +55,24 @@ from typing import Any
 import numpy as np
 
 from feedline.streaming.errors import StreamingError
-from feedline.streaming.schedule.slot import check_episode_sizes
+from feedline.streaming.schedule.slot import check_episode_size_arrays, mapping_columns
 from feedline.streaming.schedule.state import Stateful
 from feedline.streaming.schedule.strategies import POOL_STRATEGIES, Block, get_strategy
 from feedline.streaming.settings import DEFAULT_SEED, floor_default, resolve_seed
 from feedline.validate import check_int
 
-__all__ = ["STRATEGIES", "EpisodePool", "fetch_order"]
+__all__ = [
+    "STRATEGIES",
+    "EpisodePool",
+    "aligned",
+    "aligned_columns",
+    "anchor_counts",
+    "fetch_order",
+    "first_anchors",
+    "last_anchors",
+    "positions_in",
+    "sorted_columns",
+]
 
 STRATEGIES = tuple(POOL_STRATEGIES)  # the names a pool accepts (keys of the dispatch table)
 _POOL_STREAM = 0x504F4F4C  # "POOL": keeps the pools' random streams apart from the plan's
@@ -122,7 +133,7 @@ class EpisodePool(Stateful):
     ) -> None:
         self.substream = int(substream)
         self.episodes = np.asarray(episodes, dtype=np.int64).reshape(-1)
-        self.lengths = _aligned(self.episodes, lengths, "lengths")
+        self.lengths = aligned(self.episodes, lengths, "lengths")
         self._due_start, self._due = _due_frames(self.episodes, self.lengths, frames)
         self._strategy = get_strategy(strategy)
         check_int("pool_size", pool_size, minimum=1, error=StreamingError)
@@ -138,17 +149,16 @@ class EpisodePool(Stateful):
         if episode_bytes is not None:
             if self.byte_budget is None:
                 raise StreamingError("episode_bytes needs a byte_budget")
-            self.episode_bytes = _aligned(self.episodes, episode_bytes, "episode_bytes")
-            check_episode_sizes(
-                zip(self.episodes.tolist(), self.episode_bytes.tolist(), strict=True),
-                self.byte_budget,
-            )
+            self.episode_bytes = aligned(self.episodes, episode_bytes, "episode_bytes")
+            check_episode_size_arrays(self.episodes, self.episode_bytes, self.byte_budget)
         self.total_anchors = int(self.lengths.sum())
         self._cohort_ends: np.ndarray | None = None  # per cohort, its end in admission order
+        self._slots: np.ndarray | None = None  # per admission position, its cohort's size
         if self._strategy.cohorts and self.episodes.size > pool_size:
             n, cohorts = self.episodes.size, -(-self.episodes.size // pool_size)
             sizes = n // cohorts + (np.arange(cohorts) < n % cohorts)  # larger cohorts first
             self._cohort_ends = np.cumsum(sizes)
+            self._slots = np.repeat(sizes, sizes).astype(np.int64)
         self._blocks = self._block_bounds()
         self._identity: str | None = None
         self.reset()
@@ -187,10 +197,8 @@ class EpisodePool(Stateful):
         """Admission time of the episode at admission position ``pos`` (reserves its slot)."""
         nbytes = 0 if self.episode_bytes is None else int(self.episode_bytes[pos])
         budget = self.byte_budget
-        slots = self.pool_size
-        if self._cohort_ends is not None:  # the size of pos's cohort, never above the previous
-            cohort = int(np.searchsorted(self._cohort_ends, pos, side="right"))
-            slots = int(self._cohort_ends[cohort] - (self._cohort_ends[cohort - 1] if cohort else 0))
+        # the size of pos's cohort (never above the previous one's), else the pool size
+        slots = self.pool_size if self._slots is None else int(self._slots[pos])
         while self._resident >= slots or (
             budget is not None and self._resident_bytes + nbytes > budget
         ):
@@ -201,6 +209,38 @@ class EpisodePool(Stateful):
         self._resident += 1
         self._resident_bytes += nbytes
         return self._now
+
+    def _admit_block(self, a: int, b: int, stays: np.ndarray) -> np.ndarray:
+        """Admission times of positions ``a..b-1`` (staying ``stays``), then of ``b``: the loop
+        of :meth:`_admit` inlined over plain lists, the one Python step left per episode (each
+        admission waits on the heap of the ones before, so it is sequential by nature)."""
+        durations = stays.tolist()
+        nbytes = [0] * (b - a) if self.episode_bytes is None else self.episode_bytes[a:b].tolist()
+        slots_of = None if self._slots is None else self._slots[a:b].tolist()
+        budget = math.inf if self.byte_budget is None else self.byte_budget
+        pool_size = self.pool_size
+        heap = self._heap
+        push, pop = heapq.heappush, heapq.heappop
+        resident, resident_bytes, now = self._resident, self._resident_bytes, self._now
+        starts = [0.0] * (b - a)
+        starts[0] = start = self._next_start
+        push(heap, (start + durations[0], a, nbytes[0]))
+        for j in range(1, b - a):
+            size = nbytes[j]
+            slots = pool_size if slots_of is None else slots_of[j]
+            while resident >= slots or resident_bytes + size > budget:
+                end, _, freed = pop(heap)
+                if end > now:
+                    now = end
+                resident -= 1
+                resident_bytes -= freed
+            resident += 1
+            resident_bytes += size
+            starts[j] = now
+            push(heap, (now + durations[j], a + j, size))
+        self._resident, self._resident_bytes, self._now = resident, resident_bytes, now
+        self._next_start = self._admit(b) if b < self.episodes.size else math.inf
+        return np.array(starts, dtype=np.float64)
 
     def _rng(self, block: int) -> np.random.Generator:
         key = [self.seed, self.epoch, self.rank, self.worker, _POOL_STREAM,
@@ -226,14 +266,7 @@ class EpisodePool(Stateful):
             start = self._due_start[a:b][local]
             due = start >= 0
             frames = np.where(due, self._due[np.where(due, start + frames, 0)], frames)
-        durations = stays.tolist()
-        starts = np.empty(b - a, dtype=np.float64)
-        nbytes = None if self.episode_bytes is None else self.episode_bytes[a:b].tolist()
-        for j in range(b - a):
-            start = self._next_start if j == 0 else self._admit(a + j)
-            starts[j] = start
-            heapq.heappush(self._heap, (start + durations[j], a + j, nbytes[j] if nbytes else 0))
-        self._next_start = self._admit(b) if b < self.episodes.size else math.inf
+        starts = self._admit_block(a, b, stays)
         times = starts[local] + delay
         eps = self.episodes[a:b][local]
         p_t, p_e, p_f = self._pending
@@ -383,9 +416,17 @@ def _due_frames(
     return start, np.concatenate(table)
 
 
-def _aligned(episodes: np.ndarray, values: Any, name: str) -> np.ndarray:
-    """``values`` aligned with ``episodes``: a mapping by episode index or a parallel sequence."""
+def aligned(episodes: np.ndarray, values: Any, name: str) -> np.ndarray:
+    """``values`` aligned with ``episodes``: a mapping by episode index or a parallel sequence.
+
+    A dict is read as two arrays and looked up with ``searchsorted`` (a worker's share of a
+    million episodes is aligned in milliseconds, not in one Python lookup per episode); other
+    mappings are looked up one by one.
+    """
     if isinstance(values, Mapping):
+        columns = sorted_columns(values)
+        if columns is not None:
+            return aligned_columns(episodes, *columns, name)
         try:
             return np.fromiter((values[int(e)] for e in episodes), np.int64, episodes.size)
         except KeyError as exc:
@@ -396,9 +437,112 @@ def _aligned(episodes: np.ndarray, values: Any, name: str) -> np.ndarray:
     return out
 
 
+def sorted_columns(mapping: Mapping[int, int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(keys, values) of a dict of integers as int64 arrays sorted by key (``None`` for any
+    other mapping, which is then looked up one by one)."""
+    columns = mapping_columns(mapping)
+    if columns is None:
+        return None
+    keys, values = columns
+    if keys.size > 1 and np.any(keys[1:] <= keys[:-1]):
+        order = np.argsort(keys, kind="stable")
+        keys, values = keys[order], values[order]
+    keys.flags.writeable = values.flags.writeable = False  # shared by every pool that reads them
+    return keys, values
+
+
+def aligned_columns(
+    episodes: np.ndarray, keys: np.ndarray, values: np.ndarray, name: str
+) -> np.ndarray:
+    """The values of ``episodes`` from a mapping's :func:`sorted_columns`."""
+    if keys.size == episodes.size and np.array_equal(keys, episodes):
+        return values
+    at, found = positions_in(keys, episodes)
+    if not found.all():
+        missing = int(episodes[int(np.flatnonzero(~found)[0])])
+        raise StreamingError(f"{name} has no entry for episode {missing}")
+    return values[at]
+
+
+def positions_in(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(where each of ``values`` is in ``keys``, sorted and distinct, or 0; whether it is there):
+    ``searchsorted``, or a table over the keys' span when it is small (no binary search per
+    value in random order)."""
+    values = np.asarray(values, dtype=np.int64)
+    if keys.size == 0:
+        return np.zeros(values.size, dtype=np.int64), np.zeros(values.size, dtype=bool)
+    low, size = int(keys[0]), int(keys[-1]) - int(keys[0]) + 1
+    if size == keys.size:  # every episode of a range
+        at = values - low
+        found = (at >= 0) & (at < size)
+        return np.where(found, at, 0), found
+    if size <= 4 * (keys.size + values.size) + (1 << 16):
+        table = np.full(size, -1, dtype=np.int64)
+        table[keys - low] = np.arange(keys.size, dtype=np.int64)
+        offset = values - low
+        inside = (offset >= 0) & (offset < size)
+        at = table[np.where(inside, offset, 0)]
+        found = inside & (at >= 0)
+        return np.where(found, at, 0), found
+    at = np.minimum(np.searchsorted(keys, values), keys.size - 1)
+    return at, keys[at] == values
+
+
 def fetch_order(episodes: np.ndarray) -> np.ndarray:
     """The distinct episodes of an anchor sequence in the order of their first anchor: the order
     a worker fetches them in (see the module docstring for why it fits the budget)."""
     episodes = np.asarray(episodes, dtype=np.int64)
-    _, first = np.unique(episodes, return_index=True)
+    _, first = first_anchors(episodes)
     return episodes[np.sort(first)]
+
+
+def first_anchors(episodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct episodes, sorted; the position of each one's first anchor in ``episodes``)."""
+    return _extreme_anchors(episodes, np.minimum)
+
+
+def last_anchors(episodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct episodes, sorted; the position of each one's last anchor in ``episodes``)."""
+    return _extreme_anchors(episodes, np.maximum)
+
+
+def anchor_counts(episodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct episodes, sorted; how many anchors each has in ``episodes``)."""
+    episodes = np.asarray(episodes, dtype=np.int64)
+    span = _dense_span(episodes)
+    if span is None:
+        distinct, counts = np.unique(episodes, return_counts=True)
+        return distinct, counts.astype(np.int64)
+    low, size = span
+    counts = np.bincount(episodes - low, minlength=size)
+    distinct = np.flatnonzero(counts)
+    return distinct + low, counts[distinct].astype(np.int64)
+
+
+def _dense_span(episodes: np.ndarray) -> tuple[int, int] | None:
+    """(lowest episode, span) when a table over the span is no larger than a few times the
+    anchors (then the table replaces a sort of a worker's millions of anchors), else ``None``."""
+    if episodes.size == 0:
+        return None
+    low, high = int(episodes.min()), int(episodes.max())
+    size = high - low + 1
+    return (low, size) if size <= 4 * episodes.size + (1 << 16) else None
+
+
+def _extreme_anchors(episodes: np.ndarray, pick: np.ufunc) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct episodes, the least or greatest position of each): ``np.unique``'s answer,
+    from a table over the episodes' span instead of a sort when the span allows."""
+    episodes = np.asarray(episodes, dtype=np.int64)
+    span = _dense_span(episodes)
+    n = episodes.size
+    if span is None:
+        if pick is np.minimum:
+            distinct, at = np.unique(episodes, return_index=True)
+            return distinct, at.astype(np.int64)
+        distinct, at = np.unique(episodes[::-1], return_index=True)
+        return distinct, (n - 1 - at).astype(np.int64)
+    low, size = span
+    table = np.full(size, n if pick is np.minimum else -1, dtype=np.int64)
+    pick.at(table, episodes - low, np.arange(n, dtype=np.int64))
+    distinct = np.flatnonzero(table != (n if pick is np.minimum else -1))
+    return distinct + low, table[distinct]

@@ -59,6 +59,7 @@ from feedline.streaming.schedule.loader import (
     worker_offsets,
 )
 from feedline.streaming.schedule.plan import EpisodeLengths, episode_arrays, plan_shards_arrays
+from feedline.streaming.schedule.pool import aligned
 from feedline.streaming.schedule.slot import worker_parts
 from feedline.streaming.schedule.state import STATE_VERSION_KEY, Stateful, check_state_version
 from feedline.streaming.settings import ReaderSettings
@@ -95,7 +96,11 @@ def sampler_identity(
     h.update(indices.tobytes())
     h.update(lengths.tobytes())
     if episode_bytes is not None:
-        h.update(np.fromiter((episode_bytes[int(i)] for i in indices), np.int64).tobytes())
+        if isinstance(episode_bytes, Mapping):  # arrays: no Python lookup per episode
+            sizes = aligned(indices, episode_bytes, "episode_bytes")
+        else:
+            sizes = np.fromiter((episode_bytes[int(i)] for i in indices), np.int64)
+        h.update(sizes.tobytes())
     return h.hexdigest()[:32]
 
 

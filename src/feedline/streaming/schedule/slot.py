@@ -16,10 +16,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from feedline.streaming.errors import EPISODE_UNIT, StreamingError, UnitKind, UnitTooLargeError
 from feedline.validate import check_int
 
-__all__ = ["WorkerSlot", "check_episode_sizes", "data_parallel_group", "worker_parts"]
+__all__ = [
+    "WorkerSlot",
+    "check_episode_size_arrays",
+    "check_episode_sizes",
+    "data_parallel_group",
+    "mapping_columns",
+    "worker_parts",
+]
 
 
 def worker_parts(num_workers: int) -> int:
@@ -113,6 +122,9 @@ def check_episode_sizes(
 ) -> None:
     """The one "unit too large" check: every episode must fit ``budget_bytes`` alone.
 
+    A mapping is checked with arrays (one comparison over a million episodes, not a Python
+    step per episode); the first too-large episode in iteration order is the one named.
+
     Args:
         episode_bytes: each episode's exact payload size (a mapping or ``(episode, bytes)`` pairs).
         budget_bytes: the budget each must fit (a worker's share, or the rank's).
@@ -120,6 +132,13 @@ def check_episode_sizes(
         parts: workers sharing the rank budget. Default 1.
         kind: how the error names the unit and its settings. Default the episode reader's.
     """
+    if isinstance(episode_bytes, Mapping):
+        arrays = mapping_columns(episode_bytes)
+        if arrays is not None:
+            check_episode_size_arrays(
+                *arrays, budget_bytes, rank_budget_bytes=rank_budget_bytes, parts=parts, kind=kind
+            )
+            return
     items = episode_bytes.items() if isinstance(episode_bytes, Mapping) else episode_bytes
     for episode, nbytes in items:
         if nbytes > budget_bytes:
@@ -127,3 +146,35 @@ def check_episode_sizes(
                 int(episode), int(nbytes), budget_bytes, rank_budget_bytes=rank_budget_bytes,
                 parts=parts, kind=kind,
             )
+
+
+def check_episode_size_arrays(
+    episodes: np.ndarray,
+    nbytes: np.ndarray,
+    budget_bytes: int,
+    *,
+    rank_budget_bytes: int | None = None,
+    parts: int = 1,
+    kind: UnitKind = EPISODE_UNIT,
+) -> None:
+    """:func:`check_episode_sizes` of parallel arrays: the first too-large episode is named."""
+    over = np.flatnonzero(np.asarray(nbytes) > budget_bytes)
+    if over.size:
+        i = int(over[0])
+        raise UnitTooLargeError(
+            int(episodes[i]), int(nbytes[i]), budget_bytes, rank_budget_bytes=rank_budget_bytes,
+            parts=parts, kind=kind,
+        )
+
+
+def mapping_columns(mapping: Mapping[int, int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(keys, values) of an integer mapping as int64 arrays in iteration order; ``None`` when
+    they are not all integers (the caller then walks the items as before)."""
+    if not isinstance(mapping, dict):  # other mappings compute their values one by one anyway
+        return None
+    try:
+        keys = np.fromiter(mapping.keys(), np.int64, len(mapping))
+        values = np.fromiter(mapping.values(), np.int64, len(mapping))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return keys, values
