@@ -67,6 +67,19 @@ class ObjectChangedError(StoreError):
         return type(self), (str(self), self.what, self.url)
 
 
+def object_change(
+    size: int, fingerprint: str | None, now_size: int | None, now_fingerprint: str | None
+) -> str | None:
+    """What differs between an object seen with ``size``/``fingerprint`` and one seen now
+    (``None`` where a side is not known), in :class:`ObjectChangedError`'s ``what`` words;
+    ``None`` when nothing known differs."""
+    if now_size is not None and now_size != size:
+        return f"size {size} -> {now_size}"
+    if fingerprint is not None and now_fingerprint is not None and now_fingerprint != fingerprint:
+        return "same size, new content"
+    return None
+
+
 class TransientError(StoreError):
     """A failure that a retry may fix: connection reset, timeout, 429 or 5xx.
 

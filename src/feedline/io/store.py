@@ -25,6 +25,7 @@ from feedline.io.errors import (
     ObjectChangedError,
     RangeError,
     StoreError,
+    object_change,
 )
 
 
@@ -198,13 +199,9 @@ class Store(ABC):
 def changed_from(url: str, pin: ObjectInfo, size: int | None, fingerprint: str | None) -> None:
     """Raise :class:`~feedline.io.errors.ObjectChangedError` when an object seen with ``size``
     and ``fingerprint`` (``None``: not known) is not the one ``pin`` describes."""
-    if size is not None and size != pin.size:
-        what = f"size {pin.size} -> {size}"
-    elif pin.fingerprint is not None and fingerprint is not None and fingerprint != pin.fingerprint:
-        what = "same size, new content"
-    else:
-        return
-    raise ObjectChangedError(f"{url}: changed ({what})", what, url)
+    what = object_change(pin.size, pin.fingerprint, size, fingerprint)
+    if what is not None:
+        raise ObjectChangedError(f"{url}: changed ({what})", what, url)
 
 
 def _stat_validator(info: ObjectInfo) -> ObjectValidator:

@@ -31,6 +31,7 @@ from feedline.io.errors import (
     RangeError,
     StoreError,
     TransientError,
+    object_change,
 )
 from feedline.io.http.connections import ConnectionPool
 from feedline.io.http.headers import parse_content_range, strong_etag, unsatisfied_range_total
@@ -460,13 +461,10 @@ class Expected:
             else:
                 length = resp.getheader("Content-Length")
                 size = None if length is None else int(length)
-            got = strong_etag(resp.getheader("ETag"))
-            if size is not None and size != self.size:
-                what = f"size {self.size} -> {size}"
-            elif self.etag is not None and got is not None and got != self.etag:
-                what = "same size, new content"
-            else:
+            found = object_change(self.size, self.etag, size, strong_etag(resp.getheader("ETag")))
+            if found is None:
                 return
+            what = found
         else:
             return
         resp.close()
