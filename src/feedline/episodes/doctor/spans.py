@@ -121,14 +121,22 @@ def check_span(
     offset = float(np.abs(np.asarray(table.pts)[samples] - wanted).max())
     offsets.add(offset, length, path, episode)
     if offset > DEFAULT_TOLERANCE_S:
-        where = "nearest frame is another frame" if offset >= half else "frame is there, off its time"
-        findings.warning(
-            "tolerance", path, episode,
-            f"{key}: a wanted time is {offset:.3g} s from the nearest frame ({where}); the readers' "
-            f"default tolerance_s={DEFAULT_TOLERANCE_S:g} fails on it",
-            f"open the dataset with tolerance_s={suggest_tolerance(offset):g}"
-            if offset < half else "fix the episode's timestamps or from_timestamp: no tolerance picks the right frame",
-        )
+        _tolerance_warning(findings, path, episode, key, offset, half)
+
+
+def _tolerance_warning(
+    findings: Findings, path: str, episode: int, key: str, offset: float, half: float
+) -> None:
+    """A wanted time ``offset`` seconds from its nearest frame: what tolerance would read it,
+    or that none picks the right frame (``half``: half a frame)."""
+    where = "nearest frame is another frame" if offset >= half else "frame is there, off its time"
+    findings.warning(
+        "tolerance", path, episode,
+        f"{key}: a wanted time is {offset:.3g} s from the nearest frame ({where}); the readers' "
+        f"default tolerance_s={DEFAULT_TOLERANCE_S:g} fails on it",
+        f"open the dataset with tolerance_s={suggest_tolerance(offset):g}"
+        if offset < half else "fix the episode's timestamps or from_timestamp: no tolerance picks the right frame",
+    )
 
 
 def check_video_spans(
@@ -187,15 +195,7 @@ def check_video_spans(
     samples, _ = nearest_samples_within(table, wanted, DEFAULT_TOLERANCE_S)
     per = np.maximum.reduceat(np.abs(np.asarray(table.pts, dtype=np.float64)[samples] - wanted), begin)
     for j in np.flatnonzero(per > DEFAULT_TOLERANCE_S):
-        offset, episode = float(per[j]), int(episodes[good[j]])
-        where = "nearest frame is another frame" if offset >= half else "frame is there, off its time"
-        findings.warning(
-            "tolerance", path, episode,
-            f"{key}: a wanted time is {offset:.3g} s from the nearest frame ({where}); the readers' "
-            f"default tolerance_s={DEFAULT_TOLERANCE_S:g} fails on it",
-            f"open the dataset with tolerance_s={suggest_tolerance(offset):g}"
-            if offset < half else "fix the episode's timestamps or from_timestamp: no tolerance picks the right frame",
-        )
+        _tolerance_warning(findings, path, int(episodes[good[j]]), key, float(per[j]), half)
     top = int(np.argmax(per))
     offsets.add(float(per[top]), int(counts.sum()), path, int(episodes[good[top]]))
 
