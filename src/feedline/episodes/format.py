@@ -264,25 +264,6 @@ def read_stats(store: Store) -> dict[str, dict[str, np.ndarray]] | None:
     return {feat: {name: np.asarray(v) for name, v in per.items()} for feat, per in stats.items()}
 
 
-def episodes_files(store: Store, info: dict[str, Any]) -> list[str]:
-    """The ``meta/episodes`` Parquet files: listed where the store can list, else probed in order."""
-    listed = _listed_episodes_files(store)
-    if listed:
-        return listed
-    found: list[str] = []
-    rows = 0
-    order = _episodes_paths(info)
-    while rows < int(info["total_episodes"]):
-        path = next(order)
-        try:
-            with store.open(path) as handle, named_parquet_errors(store.url(path)):
-                rows += pq.ParquetFile(handle).metadata.num_rows
-        except NotFoundError:
-            raise _missing_episodes_file(store, info, path, rows) from None
-        found.append(path)
-    return found
-
-
 def _listed_episodes_files(store: Store) -> list[str] | None:
     try:
         return [o.path for o in store.list(EPISODES_DIR + "/") if o.path.endswith(".parquet")]
