@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 _PLAN_STREAM = 0x504C414E  # "PLAN": keeps the plan's random stream apart from the pools'
 _INT64_MAX = np.iinfo(np.int64).max
+_DEAL_CHUNK = 1 << 16  # items per chunk of the greedy deal's Python ints
 
 EpisodeLengths = Mapping[int, int] | Sequence[int] | np.ndarray
 
@@ -169,13 +170,17 @@ def _greedy_deal(lengths: np.ndarray, bins: int) -> np.ndarray:
     if int(lengths.sum()) * bins + bins > _INT64_MAX:
         return _greedy_deal_tuples(lengths, bins)
     heap = list(range(bins))  # load 0 in every bin: already a heap
-    keys = [0] * lengths.size
+    out = np.empty(lengths.size, dtype=np.int64)
     replace = heapq.heapreplace
-    for i, step in enumerate((lengths * bins).tolist()):
-        key = heap[0]
-        keys[i] = key
-        replace(heap, key + step)
-    return np.asarray(keys, dtype=np.int64) % bins
+    for start in range(0, lengths.size, _DEAL_CHUNK):  # a chunk's ints at a time, not all
+        steps = (lengths[start : start + _DEAL_CHUNK] * bins).tolist()
+        keys = [0] * len(steps)
+        for i, step in enumerate(steps):
+            key = heap[0]
+            keys[i] = key
+            replace(heap, key + step)
+        out[start : start + len(keys)] = keys
+    return out % bins
 
 
 def _two_bin_deal(lengths: np.ndarray) -> np.ndarray:
