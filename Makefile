@@ -15,6 +15,10 @@ LEROBOT_STAMP := $(LEROBOT_VENV)/.feedline-installed
 DATATROVE_VENV  := .venv-datatrove
 DATATROVE_STAMP := $(DATATROVE_VENV)/.feedline-installed
 
+# pip keeps no copy of what it downloads: the LeRobot venv alone pulls several GB of wheels (a CUDA
+# build of torch), and a cache of them next to the venvs has filled small CI disks.
+export PIP_NO_CACHE_DIR := 1
+
 .PHONY: demo test test-fast test-lerobot lint bench servers ffmpeg venv venv-lerobot venv-datatrove clean
 
 venv: $(STAMP)
