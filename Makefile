@@ -58,8 +58,19 @@ ffmpeg: $(LEROBOT_STAMP)
 	  echo "installing ffmpeg for torchcodec (apt-get)"; \
 	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q ffmpeg >/dev/null; }
 
-# System servers and programs the tests need (nginx, headless chromium; moto runs from the venv). CI runs as root.
-servers:
+# Azurite (Microsoft's Azure Storage server, from npm) for the az:// tests, in .azurite/ next to the venv.
+AZURITE_VERSION := 3.37.0
+AZURITE := .azurite/node_modules/.bin/azurite-blob
+
+$(AZURITE):
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "installing npm for azurite (apt-get)"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm >/dev/null; }
+	mkdir -p .azurite && npm install --silent --no-audit --no-fund --prefix .azurite 'azurite@$(AZURITE_VERSION)'
+
+# System servers and programs the tests need (nginx, headless chromium, Azurite; moto and
+# gcp-storage-emulator run from the venv). CI runs as root.
+servers: $(AZURITE)
 	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || { \
 	  echo "installing nginx (apt-get)"; \
 	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light >/dev/null \
@@ -74,7 +85,7 @@ demo: $(STAMP)
 test: $(STAMP) servers $(DATATROVE_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-# Everything that needs no server (no nginx install, no moto): the quick loop while editing.
+# Everything that needs no server (no nginx install, no moto, no emulators): the quick loop while editing.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not server"
 
@@ -90,4 +101,4 @@ bench: $(STAMP) servers $(DATATROVE_STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(LEROBOT_VENV) $(DATATROVE_VENV) build src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(LEROBOT_VENV) $(DATATROVE_VENV) .azurite build src/*.egg-info .pytest_cache .hypothesis
