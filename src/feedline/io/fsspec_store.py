@@ -15,6 +15,7 @@ from feedline.io.body import Body, ObjectValidator, file_body, read_error
 from feedline.io.errors import (
     AccessDeniedError,
     NotFoundError,
+    ObjectChangedError,
     RangeError,
     StoreError,
     TransientError,
@@ -269,21 +270,23 @@ class FsspecStore(Store):
         ]
         return sorted(out, key=lambda info: info.path)
 
-    def read_range(self, path: str, start: int, end: int) -> bytes:
+    def read_range(self, path: str, start: int, end: int, **read: Any) -> bytes:
         where = self.url(path)
         _check_range(where, start, end)
         if end == start:
             return b""
         full = self.full_path(path)
-        data = self._call(where, lambda: self.fs.cat_file(full, start=start, end=end))
+        data = self._call(where, lambda: self.fs.cat_file(full, start=start, end=end, **read))
         if len(data) != end - start:
             raise RangeError(f"{where}: range [{start}, {end}) past the object's end")
         return bytes(data)
 
-    def read_ranges(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+    def read_ranges(self, path: str, ranges: list[tuple[int, int]], **read: Any) -> list[bytes]:
         where = self.url(path)
         for start, end in ranges:
             _check_range(where, start, end)
+        if read and (not hasattr(self.fs, "cat_ranges") or len(ranges) <= 1):
+            return [self.read_range(path, s, e, **read) for s, e in ranges]
         if not hasattr(self.fs, "cat_ranges") or len(ranges) <= 1:
             return super().read_ranges(path, ranges)
         full = self.full_path(path)
@@ -293,7 +296,7 @@ class FsspecStore(Store):
             kwargs = {"batch_size": self.max_connections} if getattr(self.fs, "async_impl", False) else {}
             return self.fs.cat_ranges(
                 [full] * len(wanted), [s for s, _ in wanted], [e for _, e in wanted],
-                on_error="return", **kwargs,
+                on_error="return", **kwargs, **read,
             )
 
         results = iter(self._call(where, fetch)) if wanted else iter(())
@@ -305,11 +308,28 @@ class FsspecStore(Store):
             data = next(results)
             if isinstance(data, BaseException):
                 # Re-run this one range alone so it gets the same error mapping and retries.
-                data = self.read_range(path, start, end)
+                data = self.read_range(path, start, end, **read)
             if len(data) != end - start:
                 raise RangeError(f"{where}: range [{start}, {end}) past the object's end")
             out.append(bytes(data))
         return out
+
+    def read_ranges_pinned(
+        self, path: str, ranges: list[tuple[int, int]], pin: ObjectInfo
+    ) -> list[bytes]:
+        """On GCS the reads name the pinned generation (``generation=``): a replaced object's
+        old generation is gone (a 404), so no stat is needed after the reads. Elsewhere: the
+        reads, then a fresh stat compared with ``pin``."""
+        if self.protocol != "gs" or not pin.version_id:
+            return super().read_ranges_pinned(path, ranges, pin)
+        try:
+            blobs = self.read_ranges(path, ranges, generation=pin.version_id)
+        except NotFoundError:
+            url, what = self.url(path), f"generation {pin.version_id} is gone"
+            raise ObjectChangedError(f"{url}: changed ({what})", what, url) from None
+        if pin.size and any(end > pin.size for _, end in ranges):
+            raise RangeError(f"{self.url(path)}: a range past the pinned size {pin.size}")
+        return blobs
 
     def open(self, path: str) -> IO[bytes]:
         full = self.full_path(path)
