@@ -12,6 +12,8 @@ import pytest
 
 from tests.cli import run_feedline
 
+pytestmark = pytest.mark.server  # the servers are fixtures asked for by name
+
 
 @pytest.mark.parametrize("kind", ["gs", "az"])
 def test_download_a_folder_of_shards(kind, request, tmp_path):

@@ -21,6 +21,8 @@ from feedline.io.errors import (
 )
 from tests.servers import run_fault_proxy
 
+pytestmark = pytest.mark.server  # the servers are fixtures asked for by name
+
 DATA = bytes(range(256)) * 40
 
 

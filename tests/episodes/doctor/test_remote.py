@@ -54,6 +54,7 @@ def test_on_s3_orphan_files_are_checked(av1_s3: tuple[str, dict]) -> None:
     assert report.checked["orphans"] is True
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("where", ["gs", "az"])
 def test_on_gcs_and_azure_the_doctor_finds_nothing_wrong(where: str, request) -> None:
     url, options = request.getfixturevalue(f"av1_{where}")
