@@ -43,8 +43,8 @@ $(DATATROVE_STAMP): Makefile
 	@touch $@
 
 # The first Python 3.12 of: PYTHON312, python3.12 on PATH, pyenv's 3.12 versions. LeRobot goes in first
-# so its pins (datasets: fsspec<=...) decide fsspec; s3fs is then asked for the same release (the two
-# are released in lockstep), which spares pip's resolver a long backtrack through s3fs/aiobotocore.
+# so its pins (datasets: fsspec<=...) decide fsspec; s3fs is then asked for the same release and gcsfs for
+# none newer (they follow fsspec's releases), which spares pip's resolver a long backtrack through s3fs/aiobotocore.
 $(LEROBOT_STAMP): pyproject.toml
 	@py=""; for c in $(PYTHON312) python3.12 \
 	    $$(command -v pyenv >/dev/null 2>&1 && for v in $$(pyenv versions --bare 2>/dev/null | grep '^3\.12' | sort -rV); do echo "$$(pyenv root)/versions/$$v/bin/python"; done); do \
@@ -53,7 +53,8 @@ $(LEROBOT_STAMP): pyproject.toml
 	  test -x $(LEROBOT_BIN)/python || { echo "creating $(LEROBOT_VENV) with $$py"; "$$py" -m venv $(LEROBOT_VENV); }
 	$(LEROBOT_BIN)/python -m pip install -q --upgrade pip
 	$(LEROBOT_BIN)/python -m pip install -q "$$(sed -n 's/^ *"\(lerobot\[[^"]*\)".*/\1/p' pyproject.toml)"
-	$(LEROBOT_BIN)/python -m pip install -q -e '.[lerobot,dev]' "s3fs==$$($(LEROBOT_BIN)/python -c 'import fsspec; print(fsspec.__version__)')"
+	fs=$$($(LEROBOT_BIN)/python -c 'import fsspec; print(fsspec.__version__)'); \
+	  $(LEROBOT_BIN)/python -m pip install -q -e '.[lerobot,dev]' "s3fs==$$fs" "gcsfs<=$$fs"
 	@touch $(LEROBOT_STAMP)
 
 # torchcodec (LeRobot's video decoder) loads the system FFmpeg libraries; CI runs as root.
@@ -62,8 +63,19 @@ ffmpeg: $(LEROBOT_STAMP)
 	  echo "installing ffmpeg for torchcodec (apt-get)"; \
 	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q ffmpeg >/dev/null; }
 
-# System servers and programs the tests need (nginx, headless chromium; moto runs from the venv). CI runs as root.
-servers:
+# Azurite (Microsoft's Azure Storage server, from npm) for the az:// tests, in .azurite/ next to the venv.
+AZURITE_VERSION := 3.37.0
+AZURITE := .azurite/node_modules/.bin/azurite-blob
+
+$(AZURITE):
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "installing npm for azurite (apt-get)"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm >/dev/null; }
+	mkdir -p .azurite && npm install --silent --no-audit --no-fund --prefix .azurite 'azurite@$(AZURITE_VERSION)'
+
+# System servers and programs the tests need (nginx, headless chromium, Azurite; moto and
+# gcp-storage-emulator run from the venv). CI runs as root.
+servers: $(AZURITE)
 	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || { \
 	  echo "installing nginx (apt-get)"; \
 	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light >/dev/null \
@@ -78,7 +90,7 @@ demo: $(STAMP)
 test: $(STAMP) servers $(DATATROVE_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-# Everything that needs no server (no nginx install, no moto): the quick loop while editing.
+# Everything that needs no server (no nginx install, no moto, no emulators): the quick loop while editing.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not server"
 
@@ -94,4 +106,4 @@ bench: $(STAMP) servers $(DATATROVE_STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(LEROBOT_VENV) $(DATATROVE_VENV) build src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(LEROBOT_VENV) $(DATATROVE_VENV) .azurite build src/*.egg-info .pytest_cache .hypothesis

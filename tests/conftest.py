@@ -6,11 +6,24 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.servers import FaultProxy, NginxServer, S3Server, run_fault_proxy, run_moto, run_nginx
+from tests.servers import (
+    AzureServer,
+    FaultProxy,
+    GcsServer,
+    NginxServer,
+    S3Server,
+    run_azurite,
+    run_fault_proxy,
+    run_gcs_emulator,
+    run_moto,
+    run_nginx,
+)
 
 #: Fixtures that start a real server; a test using one (directly or through another fixture) is
 #: marked ``server`` so ``make test-fast`` (``-m "not server"``) runs everything else.
-SERVER_FIXTURES = frozenset({"nginx_server", "s3_server", "fault_proxy"})
+SERVER_FIXTURES = frozenset(
+    {"nginx_server", "s3_server", "gcs_server", "azure_server", "fault_proxy"}
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -37,6 +50,18 @@ def nginx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NginxServ
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
     with run_moto() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def gcs_server() -> Iterator[GcsServer]:
+    with run_gcs_emulator() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def azure_server() -> Iterator[AzureServer]:
+    with run_azurite() as server:
         yield server
 
 

@@ -1,4 +1,5 @@
-"""Real servers for the test suite: nginx, moto's S3 server, and a deliberately faulty proxy.
+"""Real servers for the test suite: nginx, moto's S3 server, gcp-storage-emulator, Azurite, and a
+deliberately faulty proxy.
 
 They run on 127.0.0.1 at free ports and are always torn down. The fault proxy exists only for
 faults a real server will not produce on demand (a connection cut after N bytes, a 503, a stall);
@@ -186,6 +187,97 @@ def run_moto(bucket: str = "feedline-test") -> Iterator[S3Server]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@dataclass
+class GcsServer:
+    """gcp-storage-emulator (in memory) in its own process, with one bucket."""
+
+    endpoint_url: str
+    bucket: str
+    storage_options: dict[str, Any]
+    proc: subprocess.Popen
+
+    def filesystem(self, endpoint_url: str | None = None) -> Any:
+        from gcsfs.core import GCSFileSystem
+
+        return GCSFileSystem(endpoint_url=endpoint_url or self.endpoint_url, token="anon",
+                             project="feedline-test", skip_instance_cache=True)
+
+
+@contextlib.contextmanager
+def run_gcs_emulator(bucket: str = "feedline-test") -> Iterator[GcsServer]:
+    import sys
+
+    port = free_port()
+    command = [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
+               "--port", str(port), "--in-memory", "--quiet", "--default-bucket", bucket]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, timeout_s=60, proc=proc)
+        endpoint = f"http://127.0.0.1:{port}"
+        options = {"endpoint_url": endpoint, "token": "anon", "project": "feedline-test"}
+        yield GcsServer(endpoint, bucket, options, proc)
+    finally:
+        _stop(proc)
+
+
+#: Azurite's well-known development account (published in Azurite's README; not a secret).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+#: Where `make servers` installs Azurite (npm, next to the repository's venv).
+AZURITE_BIN = Path(__file__).resolve().parents[1] / ".azurite" / "node_modules" / ".bin" / "azurite-blob"
+
+
+@dataclass
+class AzureServer:
+    """Azurite's blob service (in memory) in its own process, with one container."""
+
+    endpoint_url: str
+    container: str
+    storage_options: dict[str, Any]
+    proc: subprocess.Popen
+
+    def connection_string(self, endpoint_url: str | None = None) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint={endpoint_url or self.endpoint_url}/{AZURITE_ACCOUNT};"
+        )
+
+    def filesystem(self, endpoint_url: str | None = None) -> Any:
+        from adlfs import AzureBlobFileSystem
+
+        return AzureBlobFileSystem(connection_string=self.connection_string(endpoint_url),
+                                   skip_instance_cache=True)
+
+
+@contextlib.contextmanager
+def run_azurite(container: str = "feedline-test") -> Iterator[AzureServer]:
+    binary = shutil.which("azurite-blob") or str(AZURITE_BIN)
+    if not Path(binary).exists():
+        raise RuntimeError("azurite is not installed; `make servers` installs it (npm install azurite)")
+    port = free_port()
+    command = [binary, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
+               "--disableTelemetry", "--silent", "--skipApiVersionCheck", "--loose"]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, timeout_s=60, proc=proc)
+        server = AzureServer(f"http://127.0.0.1:{port}", container, {}, proc)
+        server.storage_options = {"connection_string": server.connection_string()}
+        server.filesystem().mkdir(container)
+        yield server
+    finally:
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @dataclass

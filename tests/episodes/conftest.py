@@ -1,4 +1,5 @@
-"""Session-scoped synthetic LeRobot v3 datasets, written once and served locally, by nginx and by S3."""
+"""Session-scoped synthetic LeRobot v3 datasets, written once and served locally: by nginx, S3, GCS and
+Azure (moto, gcp-storage-emulator, Azurite)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,23 @@ def upload_to_s3(synth: SyntheticDataset, server, name: str) -> tuple[str, dict]
     return f"s3://{server.bucket}/{name}", dict(server.storage_options)
 
 
+def upload_to_fs(synth: SyntheticDataset, fs, bucket: str, name: str) -> None:
+    """Copy a dataset folder into a bucket or container with its fsspec filesystem."""
+    for path in sorted(Path(synth.root).rglob("*")):
+        if path.is_file():
+            fs.pipe(f"{bucket}/{name}/{path.relative_to(synth.root).as_posix()}", path.read_bytes())
+
+
+def upload_to_gcs(synth: SyntheticDataset, server, name: str) -> tuple[str, dict]:
+    upload_to_fs(synth, server.filesystem(), server.bucket, name)
+    return f"gs://{server.bucket}/{name}", dict(server.storage_options)
+
+
+def upload_to_azure(synth: SyntheticDataset, server, name: str) -> tuple[str, dict]:
+    upload_to_fs(synth, server.filesystem(), server.container, name)
+    return f"az://{server.container}/{name}", dict(server.storage_options)
+
+
 @pytest.fixture(scope="session")
 def av1_dataset(tmp_path_factory: pytest.TempPathFactory) -> SyntheticDataset:
     return write_synthetic_dataset(tmp_path_factory.mktemp("episodes") / "av1", **AV1_LAYOUT)
@@ -86,17 +104,37 @@ def h264_s3(h264_dataset: SyntheticDataset, s3_server) -> tuple[str, dict]:
     return upload_to_s3(h264_dataset, s3_server, "episodes-h264")
 
 
+@pytest.fixture(scope="session")
+def av1_gs(av1_dataset: SyntheticDataset, gcs_server) -> tuple[str, dict]:
+    return upload_to_gcs(av1_dataset, gcs_server, "episodes-av1")
+
+
+@pytest.fixture(scope="session")
+def h264_gs(h264_dataset: SyntheticDataset, gcs_server) -> tuple[str, dict]:
+    return upload_to_gcs(h264_dataset, gcs_server, "episodes-h264")
+
+
+@pytest.fixture(scope="session")
+def av1_az(av1_dataset: SyntheticDataset, azure_server) -> tuple[str, dict]:
+    return upload_to_azure(av1_dataset, azure_server, "episodes-av1")
+
+
+@pytest.fixture(scope="session")
+def h264_az(h264_dataset: SyntheticDataset, azure_server) -> tuple[str, dict]:
+    return upload_to_azure(h264_dataset, azure_server, "episodes-h264")
+
+
 @pytest.fixture
 def open_root(request: pytest.FixtureRequest) -> Callable[[str, str], tuple[str, dict]]:
-    """``open_root(dataset, where)`` -> (root, storage_options) for where in local/http/s3."""
+    """``open_root(dataset, where)`` -> (root, storage_options) for where in local/http/s3/gs/az."""
 
     def resolve(dataset: str, where: str) -> tuple[str, dict]:
         if where == "local":
             return str(request.getfixturevalue(f"{dataset}_dataset").root), {}
         if where == "http":
             return request.getfixturevalue(f"{dataset}_http"), {}
-        if where == "s3":
-            return request.getfixturevalue(f"{dataset}_s3")
+        if where in ("s3", "gs", "az"):
+            return request.getfixturevalue(f"{dataset}_{where}")
         raise ValueError(where)
 
     return resolve

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 import torch
 
 from feedline.episodes.windows import PAD_SUFFIX, query_window, query_windows
@@ -82,7 +83,14 @@ class EpisodeData:
 
 
 def to_torch(value: Any) -> Any:
-    """LeRobot's ``hf_transform_to_torch``: numbers and arrays become tensors, strings stay."""
+    """LeRobot's ``hf_transform_to_torch``: numbers and arrays become tensors, strings stay.
+
+    A nested or ragged value (a row of a list-of-structs column such as LeRobot's
+    ``language_persistent``, a struct, a list whose length varies by frame) has no tensor form,
+    and torch's default collate refuses lists of unequal length in a DataLoader worker: it
+    becomes its JSON text, which batches as a list of strings (like ``task``)."""
+    if isinstance(value, (list, dict)):
+        return orjson.dumps(value, default=str).decode()
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             return value.tolist()

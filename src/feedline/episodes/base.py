@@ -85,12 +85,21 @@ def column_to_numpy(column: pa.ChunkedArray) -> np.ndarray:
         return np.array(array.to_pylist(), dtype=object)
     if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
         rows = array.to_pylist()
-        try:
-            return np.array(rows)
-        except ValueError:
-            out = np.empty(len(rows), dtype=object)
-            out[:] = rows
-            return out
+        numeric = pa.types.is_integer(array.type.value_type) or pa.types.is_floating(
+            array.type.value_type
+        ) or pa.types.is_boolean(array.type.value_type)
+        if numeric:
+            try:
+                return np.array(rows)
+            except ValueError:
+                pass  # ragged: one list per row, as below
+        out = np.empty(len(rows), dtype=object)  # lists of structs, strings or lists: Python rows
+        out[:] = rows
+        return out
+    if pa.types.is_struct(array.type) or pa.types.is_map(array.type):
+        out = np.empty(len(array), dtype=object)
+        out[:] = array.to_pylist()
+        return out
     return array.to_numpy(zero_copy_only=False)
 
 

@@ -109,7 +109,10 @@ class CorpusFormatError(IoError):
 
 #: Libraries whose exceptions mean "the network or the remote service failed", not a bug here
 #: (prefixes: huggingface_hub ships its own forks ``httpx2``/``httpcore2``).
-TRANSPORT_MODULES = ("httpx", "httpcore", "requests", "aiohttp", "botocore", "huggingface_hub", "urllib3")
+TRANSPORT_MODULES = (
+    "httpx", "httpcore", "requests", "aiohttp", "botocore", "huggingface_hub", "urllib3",
+    "azure.core", "gcsfs",
+)
 
 
 def is_transport_error(exc: BaseException) -> bool:

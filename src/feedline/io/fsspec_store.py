@@ -15,6 +15,7 @@ from feedline.io.body import Body, ObjectValidator, file_body, read_error
 from feedline.io.errors import (
     AccessDeniedError,
     NotFoundError,
+    ObjectChangedError,
     RangeError,
     StoreError,
     TransientError,
@@ -31,6 +32,12 @@ except ImportError:  # pragma: no cover
     _BotoCoreError = OSError  # type: ignore[misc,assignment]
 
 
+#: The schemes adlfs serves (Azure Blob Storage and ADLS Gen2); one fingerprint for all three.
+AZURE_PROTOCOLS = ("az", "abfs", "abfss")
+
+#: Filesystems whose ``info`` is served from a cached listing of the folder.
+FRESH_STAT_PROTOCOLS = ("gs", *AZURE_PROTOCOLS)
+
 OPEN_BLOCK_SIZE = 256 << 10
 #: Read-ahead block of a streaming read (:meth:`FsspecStore.open_from`): one GET per 8 MiB, not
 #: one per 256 KiB buffer of the caller.
@@ -44,6 +51,11 @@ _TRANSIENT_WORDS = (
     "TooManyRequests", "RequestLimitExceeded", "ServiceUnavailable", "InternalError",
     "RequestTimeout",
 )
+
+
+#: Words in the name of a network library's error that mean the network failed (azure-core's
+#: ``ServiceRequestError``: no connection; ``ServiceResponseError``: one cut mid-answer).
+_NETWORK_WORDS = ("Connect", "Timeout", "Network", "Protocol", "ServiceRequest", "ServiceResponse")
 
 
 def _service_failed(exc: BaseException) -> bool:
@@ -64,6 +76,15 @@ def _service_failed(exc: BaseException) -> bool:
     )
 
 
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status behind a gcsfs ``HttpError`` (``code``) or an azure-core
+    ``HttpResponseError`` (``status_code``); ``None`` for any other error."""
+    if not type(exc).__module__.startswith(("gcsfs", "azure")):
+        return None
+    status = getattr(exc, "status_code", None) or getattr(exc, "code", None)
+    return status if isinstance(status, int) else None
+
+
 def _one_retry_loop(fs: Any) -> None:
     """Leave retrying to feedline's policy, so its ``outage_s`` bounds the time in all.
 
@@ -77,6 +98,16 @@ def _one_retry_loop(fs: Any) -> None:
     config = getattr(fs, "config_kwargs", None)
     if isinstance(config, dict) and getattr(fs, "_s3", None) is None:
         config.setdefault("retries", {"max_attempts": 0})
+
+
+def _no_azure_retries(fs: Any) -> None:
+    """Azure Storage's own retry policy waits 15 s, then 18 s, then 24 s between its 3 retries of a
+    5xx, under feedline's attempts; adlfs takes no setting for it, so the client's policy (the
+    one object its pipeline and every container and blob client share) is set to no retries."""
+    config = getattr(getattr(fs, "service_client", None), "_config", None)
+    policy = getattr(config, "retry_policy", None)
+    if policy is not None and hasattr(policy, "total_retries"):
+        policy.total_retries = 0
 
 
 def _mtime(info: dict[str, Any]) -> float | None:
@@ -110,6 +141,8 @@ class FsspecStore(Store):
         self.store_name = f"{protocol}://{self.root.lstrip('/').split('/')[0]}"
         if protocol == "s3":
             _one_retry_loop(fs)
+        elif protocol in AZURE_PROTOCOLS:
+            _no_azure_retries(fs)
 
     def set_outage_s(self, outage_s: float) -> None:
         self.retry = self.retry.with_outage(outage_s)
@@ -142,17 +175,32 @@ class FsspecStore(Store):
                 text = str(exc)
                 if is_transport_error(exc):
                     raise TransientError(f"{what}: {type(exc).__name__}") from None
+                if self.protocol == "gs" and text.startswith("Forbidden"):  # gcsfs' 403
+                    raise AccessDeniedError(
+                        f"{what}: access denied; check the credentials for gs://"
+                    ) from None
                 if "InvalidRange" in text or "416" in text or "not satisfiable" in text:
                     raise RangeError(f"{what}: requested range not satisfiable") from None
                 if _service_failed(exc) or any(word in text for word in _TRANSIENT_WORDS):
                     raise TransientError(f"{what}: {text[:160]}") from None
                 raise StoreError(f"{what}: {text[:200]}") from None
             except Exception as exc:
+                status = _status_of(exc)
+                if status == 404:
+                    raise NotFoundError(f"{what}: no such object") from None
+                if status in (401, 403):
+                    raise AccessDeniedError(
+                        f"{what}: access denied; check the credentials for {self.protocol}://"
+                    ) from None
+                if status == 416:
+                    raise RangeError(f"{what}: requested range not satisfiable") from None
+                if status is not None and (status in (408, 429) or status >= 500):
+                    raise TransientError(f"{what}: HTTP {status}") from None
                 # huggingface_hub (httpx) and aiohttp raise their own types for network failures.
                 if not is_transport_error(exc):
                     raise
                 name = type(exc).__name__
-                if any(word in name for word in ("Connect", "Timeout", "Network", "Protocol")):
+                if any(word in name for word in _NETWORK_WORDS):
                     raise TransientError(f"{what}: {name}") from None
                 raise StoreError(f"{what}: {name}: {str(exc)[:200]}") from None
 
@@ -171,6 +219,15 @@ class FsspecStore(Store):
             blob = (lfs.get("sha256") if isinstance(lfs, dict) else None) or info.get("blob_id")
             if blob:
                 fingerprint = f"hf:{self.root}/{rel}:{blob}"
+        elif self.protocol == "gs" and (info.get("generation") or etag):
+            # A generation is new with every write of the object, content or not; metadata edits
+            # (metageneration) leave it, and the bytes, alone.
+            version = info.get("generation")
+            fingerprint = f"gs:{version}" if version else f"gs:{etag}"
+        elif self.protocol in AZURE_PROTOCOLS and etag:
+            # Azure gives every write of a blob a new ETag (and a version id where versioning is
+            # on; listings carry it only then, so the ETag alone keeps stat and list agreeing).
+            fingerprint = f"az:{etag}"
         elif etag:
             fingerprint = f"{self.protocol}:{etag}"
         return ObjectInfo(
@@ -184,7 +241,15 @@ class FsspecStore(Store):
 
     def stat(self, path: str) -> ObjectInfo:
         full = self.full_path(path)
-        info = self._call(self.url(path), lambda: self.fs.info(full))
+
+        def info() -> dict[str, Any]:
+            if self.protocol in FRESH_STAT_PROTOCOLS:
+                # gcsfs and adlfs answer info() from the last listing: a pin check must not.
+                with contextlib.suppress(AttributeError):
+                    self.fs.invalidate_cache(full)
+            return self.fs.info(full)
+
+        info = self._call(self.url(path), info)
         if info.get("type") == "directory":
             raise NotFoundError(f"{self.url(path)}: is a directory, not an object")
         return self._info(self.clean_path(path), info)
@@ -205,21 +270,23 @@ class FsspecStore(Store):
         ]
         return sorted(out, key=lambda info: info.path)
 
-    def read_range(self, path: str, start: int, end: int) -> bytes:
+    def read_range(self, path: str, start: int, end: int, **read: Any) -> bytes:
         where = self.url(path)
         _check_range(where, start, end)
         if end == start:
             return b""
         full = self.full_path(path)
-        data = self._call(where, lambda: self.fs.cat_file(full, start=start, end=end))
+        data = self._call(where, lambda: self.fs.cat_file(full, start=start, end=end, **read))
         if len(data) != end - start:
             raise RangeError(f"{where}: range [{start}, {end}) past the object's end")
         return bytes(data)
 
-    def read_ranges(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+    def read_ranges(self, path: str, ranges: list[tuple[int, int]], **read: Any) -> list[bytes]:
         where = self.url(path)
         for start, end in ranges:
             _check_range(where, start, end)
+        if read and (not hasattr(self.fs, "cat_ranges") or len(ranges) <= 1):
+            return [self.read_range(path, s, e, **read) for s, e in ranges]
         if not hasattr(self.fs, "cat_ranges") or len(ranges) <= 1:
             return super().read_ranges(path, ranges)
         full = self.full_path(path)
@@ -229,7 +296,7 @@ class FsspecStore(Store):
             kwargs = {"batch_size": self.max_connections} if getattr(self.fs, "async_impl", False) else {}
             return self.fs.cat_ranges(
                 [full] * len(wanted), [s for s, _ in wanted], [e for _, e in wanted],
-                on_error="return", **kwargs,
+                on_error="return", **kwargs, **read,
             )
 
         results = iter(self._call(where, fetch)) if wanted else iter(())
@@ -241,11 +308,28 @@ class FsspecStore(Store):
             data = next(results)
             if isinstance(data, BaseException):
                 # Re-run this one range alone so it gets the same error mapping and retries.
-                data = self.read_range(path, start, end)
+                data = self.read_range(path, start, end, **read)
             if len(data) != end - start:
                 raise RangeError(f"{where}: range [{start}, {end}) past the object's end")
             out.append(bytes(data))
         return out
+
+    def read_ranges_pinned(
+        self, path: str, ranges: list[tuple[int, int]], pin: ObjectInfo
+    ) -> list[bytes]:
+        """On GCS the reads name the pinned generation (``generation=``): a replaced object's
+        old generation is gone (a 404), so no stat is needed after the reads. Elsewhere: the
+        reads, then a fresh stat compared with ``pin``."""
+        if self.protocol != "gs" or not pin.version_id:
+            return super().read_ranges_pinned(path, ranges, pin)
+        try:
+            blobs = self.read_ranges(path, ranges, generation=pin.version_id)
+        except NotFoundError:
+            url, what = self.url(path), f"generation {pin.version_id} is gone"
+            raise ObjectChangedError(f"{url}: changed ({what})", what, url) from None
+        if pin.size and any(end > pin.size for _, end in ranges):
+            raise RangeError(f"{self.url(path)}: a range past the pinned size {pin.size}")
+        return blobs
 
     def open(self, path: str) -> IO[bytes]:
         full = self.full_path(path)
@@ -260,7 +344,14 @@ class FsspecStore(Store):
             info = self.stat(path)
         except Exception as exc:  # noqa: BLE001 - sorted into not-found / denied / transient
             raise read_error(self.url(path), exc) from None
-        return ObjectValidator(info.size, info.etag or info.fingerprint, None, info.version_id)
+        return ObjectValidator(info.size, self._identity(info), None, info.version_id)
+
+    def _identity(self, info: ObjectInfo) -> str | None:
+        """What a validator records as the object's ETag: GCS' generation (its ETag also moves
+        with metadata edits, and an emulator's is a content hash), else the ETag itself."""
+        if self.protocol == "gs":
+            return info.fingerprint
+        return info.etag or info.fingerprint
 
     def open_from(self, path: str, offset: int = 0, validator: ObjectValidator | None = None) -> Body:
         """A streaming read pinned to the object seen at open: s3fs sends every ranged GET of
@@ -275,7 +366,10 @@ class FsspecStore(Store):
             details = getattr(handle, "details", None) or self.fs.info(full)
             # The Hub has no ETag in its listing but a content hash (LFS sha256 / git blob id):
             # the store's fingerprint, so a resume can tell the same object from another.
-            etag = details.get("ETag") or details.get("etag") or self.stat(path).fingerprint
+            etag = (
+                self._identity(self._info(self.clean_path(path), details))
+                or details.get("ETag") or details.get("etag") or self.stat(path).fingerprint
+            )
             seen = ObjectValidator(int(details["size"]), etag, None, details.get("VersionId"))
         except BaseException as exc:
             handle.close()

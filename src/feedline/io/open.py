@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -56,6 +57,16 @@ def open_store(url: str, **storage_options: Any) -> Store:
         from huggingface_hub import HfFileSystem
 
         fs = HfFileSystem(**storage_options)
+    elif scheme in ("gs", "gcs"):
+        fs, scheme = _gcs_filesystem(url, storage_options), "gs"
+    elif scheme in ("az", "abfs", "abfss"):
+        try:
+            from adlfs import AzureBlobFileSystem
+        except ImportError:
+            raise StoreError(
+                f"{url_name(url)}: {scheme}:// needs adlfs: pip install 'feedline[azure]'"
+            ) from None
+        fs = AzureBlobFileSystem(**storage_options)
     else:
         import fsspec
 
@@ -66,6 +77,25 @@ def open_store(url: str, **storage_options: Any) -> Store:
     if scheme == "memory":
         root = "/" + root.lstrip("/")
     return FsspecStore(fs, root, protocol=scheme, max_connections=max_connections)
+
+
+def _gcs_filesystem(url: str, storage_options: dict[str, Any]) -> Any:
+    """gcsfs' filesystem for a ``gs://`` root.
+
+    gcsfs' default class (``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT``, on since 2026) first asks the
+    storage-control API over gRPC with TLS what kind of bucket it is; an emulator or private
+    endpoint never answers, so every open waits out a 60 s deadline and falls back. With an
+    ``endpoint_url`` option or ``STORAGE_EMULATOR_HOST`` set, the plain JSON-API class is used,
+    which never asks; on Google's own endpoint the default class stays (zonal buckets need it).
+    """
+    try:
+        import gcsfs
+        from gcsfs.core import GCSFileSystem
+    except ImportError:
+        raise StoreError(f"{url_name(url)}: gs:// needs gcsfs: pip install 'feedline[gcs]'") from None
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST", "") not in ("", "default")
+    cls = GCSFileSystem if storage_options.get("endpoint_url") or emulator else gcsfs.GCSFileSystem
+    return cls(**storage_options)
 
 
 def split_object_url(url: str) -> tuple[str, str]:

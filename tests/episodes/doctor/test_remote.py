@@ -52,3 +52,21 @@ def test_on_s3_orphan_files_are_checked(av1_s3: tuple[str, dict]) -> None:
     report = run_doctor(url, storage_options=options, progress=False)
     assert [f for f in report.findings if f.severity != "info"] == []
     assert report.checked["orphans"] is True
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("where", ["gs", "az"])
+def test_on_gcs_and_azure_the_doctor_finds_nothing_wrong(where: str, request) -> None:
+    url, options = request.getfixturevalue(f"av1_{where}")
+    report = run_doctor(url, storage_options=options, progress=False)
+    assert [f for f in report.findings if f.severity != "info"] == []
+    assert report.checked["orphans"] is True
+
+
+def test_doctor_command_on_an_azure_root(av1_az: tuple[str, dict]) -> None:
+    from tests.cli import run_feedline
+
+    url, options = av1_az
+    option = f"connection_string={options['connection_string']}"
+    proc = run_feedline("doctor", url, "--storage-option", option, check=True)
+    assert "connection_string" not in proc.stdout and "AccountKey" not in proc.stdout

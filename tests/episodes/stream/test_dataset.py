@@ -1,7 +1,7 @@
 """StreamingEpisodeDataset against the map-style oracle: same samples, exact coverage, exact resume.
 
 Every streamed sample must equal ``EpisodeDataset`` at the same global index (frames, windows,
-pad masks, task), over a local folder and nginx, AV1 and H.264 with B-frames; one epoch through
+pad masks, task), over a local folder, nginx, S3, GCS and Azure, AV1 and H.264 with B-frames; one epoch through
 a real DataLoader (0 and 2 workers, world size 2) covers every frame exactly once; a checkpoint
 after k batches resumes with exactly the remaining samples in order; the byte budget holds.
 """
@@ -58,7 +58,8 @@ def _key(item: dict) -> tuple[int, int]:
     return int(item["episode_index"]), int(item["frame_index"])
 
 
-CASES = [("av1", "local"), ("av1", "http"), ("h264", "local"), ("h264", "http"), ("h264", "s3")]
+CASES = [("av1", "local"), ("av1", "http"), ("h264", "local"), ("h264", "http"), ("h264", "s3"),
+         ("h264", "gs"), ("av1", "az")]
 
 
 @pytest.mark.parametrize(("name", "where"), CASES, ids=[f"{n}-{w}" for n, w in CASES])
