@@ -40,7 +40,7 @@ import hashlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -57,6 +57,14 @@ from feedline.validate import check_int
 __all__ = ["UnitPipeline", "PipelineMetrics"]
 
 _CHUNK_BITS = 12  # anchors turned into Python ints at a time
+_NO_COUNTS = np.zeros(0, dtype=np.int64)  # assemble_threads=0 counts no decodes
+
+
+def _pairs(a: np.ndarray, b: np.ndarray) -> Iterator[tuple[int, int]]:
+    """``zip(a, b)`` as plain ints, turned into Python objects a chunk at a time."""
+    step = 1 << _CHUNK_BITS
+    for start in range(0, a.size, step):
+        yield from zip(a[start:start + step].tolist(), b[start:start + step].tolist(), strict=True)
 _POLL_S = 1.0  # how often a waiting consumer re-checks that the fetch dispatcher is alive
 
 
@@ -145,12 +153,16 @@ class UnitPipeline(Stateful):
         self._chunk = -1
         self._chunk_eps: list[int] = []
         self._chunk_frames: list[int] = []
-        # each episode's last anchor, with arrays: per-anchor Python loops cost seconds of the
-        # first sample's wait on a large worker share
+        self._chunk_pos: list[int] = []
+        self._chunk_last: list[int] = []
+        # Per episode, tables are arrays over its sorted ids (``_distinct``), reached through
+        # the position each anchor chunk carries: dicts of Python ints cost ~100 bytes an
+        # episode (270 MiB for a worker owning 1,000,000 episodes) and per-anchor Python loops
+        # seconds of the first sample's wait.
         distinct, last_at = last_anchors(self._anchors[0])
-        self._last = dict(zip(distinct.tolist(), last_at.tolist(), strict=True))
+        self._distinct, self._last_at = distinct, last_at
         # per-sample decode counts are for the decode threads only (see _next_inline)
-        self._undecoded = self._count_undecoded(0) if assemble_threads else {}
+        self._undecoded = self._count_undecoded(0) if assemble_threads else _NO_COUNTS
         self._live: dict[int, Any] = {}  # fetched payloads whose decodes have not all ended
         order = np.asarray(admission, dtype=np.int64).reshape(-1)
         at, has_anchors = positions_in(distinct, order)
@@ -160,13 +172,12 @@ class UnitPipeline(Stateful):
         if not admitted.all():
             missing = distinct[~admitted][:5].tolist()
             raise StreamingError(f"episodes {missing} have anchors but no admission")
-        self._admission = order.tolist()
+        self._admission = order
         self._admission_last = last_at[at]
-        sizes = (
+        self._admission_bytes = (
             aligned(order, nbytes, "nbytes") if isinstance(nbytes, Mapping)
             else np.asarray(nbytes, dtype=np.int64)[order]
         )
-        self._nbytes = dict(zip(self._admission, sizes.tolist(), strict=True))
         self._fetch, self._assemble, self._finish = fetch, assemble, finish
         self.cache = cache
         self.queue_size = queue_size
@@ -203,10 +214,10 @@ class UnitPipeline(Stateful):
 
     def _dispatch(self) -> None:
         try:
-            for ep in self._admission:
+            for ep, nbytes in _pairs(self._admission, self._admission_bytes):
                 if self._closed:
                     return
-                self.cache.reserve(ep, self._nbytes[ep])
+                self.cache.reserve(ep, nbytes)
                 future = self._fetch_pool.submit(self._fetch_one, ep)
                 with self._cond:
                     self._fetches[ep] = future
@@ -249,30 +260,38 @@ class UnitPipeline(Stateful):
 
     # ---- decode side -----------------------------------------------------------------------
 
-    def _count_undecoded(self, start: int) -> dict[int, int]:
+    def _count_undecoded(self, start: int) -> np.ndarray:
+        """Per position of ``_distinct``, its anchors from ``start`` on (0 for none left)."""
         distinct, counts = anchor_counts(self._anchors[0][start:])
-        return dict(zip(distinct.tolist(), counts.tolist(), strict=True))
+        table = np.zeros(self._distinct.size, dtype=np.int64)
+        table[positions_in(self._distinct, distinct)[0]] = counts
+        return table
 
-    def _anchor(self, i: int) -> tuple[int, int]:
-        """Anchor ``i`` as plain ints (consuming thread only; the anchors are read in order)."""
+    def _anchor(self, i: int) -> tuple[int, int, int, bool]:
+        """Anchor ``i`` as plain ints, its episode's position in ``_distinct`` and whether it is
+        the episode's last anchor (consuming thread only; the anchors are read in order)."""
         chunk = i >> _CHUNK_BITS
         if chunk != self._chunk:
             start = chunk << _CHUNK_BITS
             end = start + (1 << _CHUNK_BITS)
-            self._chunk_eps = self._anchors[0][start:end].tolist()
+            eps = self._anchors[0][start:end]
+            pos = positions_in(self._distinct, eps)[0]
+            self._chunk_eps = eps.tolist()
             self._chunk_frames = self._anchors[1][start:end].tolist()
+            self._chunk_pos = pos.tolist()
+            self._chunk_last = (self._last_at[pos] == np.arange(start, start + eps.size)).tolist()
             self._chunk = chunk
         j = i - (chunk << _CHUNK_BITS)
-        return self._chunk_eps[j], self._chunk_frames[j]
+        return self._chunk_eps[j], self._chunk_frames[j], self._chunk_pos[j], self._chunk_last[j]
 
-    def _decode_one(self, ep: int, payload: Any, frame: int) -> dict[str, Any]:
+    def _decode_one(self, ep: int, pos: int, payload: Any, frame: int) -> dict[str, Any]:
         try:
             return self._assemble(payload, frame)
         finally:
             self.cache.end_decode(ep)
             with self._cond:
-                self._undecoded[ep] -= 1
-                done = self._undecoded[ep] == 0
+                self._undecoded[pos] -= 1
+                done = self._undecoded[pos] == 0
                 if done:
                     self._live.pop(ep, None)
             if done:
@@ -286,11 +305,10 @@ class UnitPipeline(Stateful):
         i = self._next
         if i >= self._count:
             raise StopIteration
-        ep, frame = self._anchor(i)
+        ep, frame, _, last = self._anchor(i)
         payload = self._payloads.get(ep)
         if payload is None:
             payload = self._payload(ep, block=True)
-        last = self._last[ep] == i
         try:
             sample = self._assemble(payload, frame)
         finally:
@@ -343,13 +361,13 @@ class UnitPipeline(Stateful):
     def _fill(self) -> None:
         """Submit anchors in order while the buffer has room; block only when it is empty."""
         while len(self._buffer) < self.queue_size and self._next < self._count:
-            ep, frame = self._anchor(self._next)
+            ep, frame, pos, last = self._anchor(self._next)
             payload = self._payload(ep, block=not self._buffer)
             if payload is None:
                 return
             self.cache.begin_decode(ep)
-            self._buffer.append(self._decode_pool.submit(self._decode_one, ep, payload, frame))
-            if self._last[ep] == self._next:
+            self._buffer.append(self._decode_pool.submit(self._decode_one, ep, pos, payload, frame))
+            if last:
                 self._served(ep, payload)
             self._next += 1
 
@@ -416,11 +434,12 @@ class UnitPipeline(Stateful):
                 f"pipeline state says {taken} samples were taken of {self._count}"
             )
         self._next = self._taken = taken
-        self._undecoded = self._count_undecoded(taken) if self._threads[1] else {}
+        self._undecoded = self._count_undecoded(taken) if self._threads[1] else _NO_COUNTS
         # Episodes whose every anchor was taken are never fetched (nor reserved, nor released).
         keep = self._admission_last >= taken
-        self._admission = np.asarray(self._admission, dtype=np.int64)[keep].tolist()
+        self._admission = self._admission[keep]
         self._admission_last = self._admission_last[keep]
+        self._admission_bytes = self._admission_bytes[keep]
 
     def close(self) -> None:
         """Stop the dispatcher and the pools; undelivered samples are dropped (never counted)."""

@@ -55,7 +55,7 @@ class StreamingReader(TrackedReader):
         return ""
 
     def make_pipeline(
-        self, units: np.ndarray, anchors: np.ndarray, order: list[int], budget: ByteBudget,
+        self, units: np.ndarray, anchors: np.ndarray, order: np.ndarray, budget: ByteBudget,
         slot: WorkerSlot,
     ) -> UnitPipeline:
         """The pipeline serving ``units``/``anchors`` in order, fetching in ``order``."""
@@ -199,4 +199,4 @@ class StreamingReader(TrackedReader):
         budget.max_episodes = max(budget.max_episodes, pool.resident_limit + prefetch)
         pool.skip(position.offset_for_worker(worker_id))
         units, anchors = pool.take(pool.anchors_remaining)
-        return self.make_pipeline(units, anchors, fetch_order(units).tolist(), budget, slot)
+        return self.make_pipeline(units, anchors, fetch_order(units), budget, slot)

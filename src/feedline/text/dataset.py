@@ -313,7 +313,7 @@ class TokenDataset(StreamingReader, IterableDataset):
         return self._board.totals()
 
     # ---- iteration -----------------------------------------------------------------------------
-    def make_pipeline(self, units: np.ndarray, anchors: np.ndarray, order: list[int], budget: ByteBudget,
+    def make_pipeline(self, units: np.ndarray, anchors: np.ndarray, order: np.ndarray, budget: ByteBudget,
                       slot: WorkerSlot) -> UnitPipeline:
         """Chunks fetched as one ranged read each, windows cut as slices of them."""
         return UnitPipeline(

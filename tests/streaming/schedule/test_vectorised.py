@@ -258,16 +258,32 @@ def test_pipeline_tables_are_the_per_episode_ones():
     pipe = UnitPipeline(eps, frames, admission, sizes | {10**6: 1}, fetch=int,
                         assemble=lambda p, f: {}, cache=cache)
     last, undecoded, order, nbytes = ref_pipeline_tables(eps, admission, sizes | {10**6: 1})
-    assert (pipe._last, pipe._undecoded, pipe._admission, pipe._nbytes) == (
-        last, undecoded, order, nbytes)
-    assert [pipe._anchor(i) for i in range(eps.size)] == list(
-        zip(eps.tolist(), frames.tolist(), strict=True))
-    pipe.restore_state({"samples_taken": eps.size // 2})
-    assert pipe._admission == [ep for ep in order if last[ep] >= eps.size // 2]
+    ids = pipe._distinct.tolist()
+    assert dict(zip(ids, pipe._last_at.tolist(), strict=True)) == last
+    assert dict(zip(ids, pipe._undecoded.tolist(), strict=True)) == undecoded
+    assert pipe._admission.tolist() == order
+    assert dict(zip(order, pipe._admission_bytes.tolist(), strict=True)) == nbytes
+    assert [pipe._anchor(i) for i in range(eps.size)] == [
+        (e, f, ids.index(e), last[e] == i)
+        for i, (e, f) in enumerate(zip(eps.tolist(), frames.tolist(), strict=True))
+    ]
+    half = eps.size // 2
+    pipe.restore_state({"samples_taken": half})
+    assert pipe._admission.tolist() == [ep for ep in order if last[ep] >= half]
+    assert pipe._admission_bytes.tolist() == [nbytes[ep] for ep in order if last[ep] >= half]
+    left = {e: n for e, n in anchor_counts_ref(eps[half:]).items()}
+    assert dict(zip(ids, pipe._undecoded.tolist(), strict=True)) == {e: left.get(e, 0) for e in ids}
     with pytest.raises(StreamingError, match=r"episodes \[.*\] have anchors but no admission"):
         UnitPipeline(eps, frames, admission[5:], sizes, fetch=int, assemble=lambda p, f: {},
                      cache=cache)
     pipe.close()
+
+
+def anchor_counts_ref(eps):
+    counts = {}
+    for e in eps.tolist():
+        counts[e] = counts.get(e, 0) + 1
+    return counts
 
 
 @pytest.mark.parametrize("stratified", [False, True])

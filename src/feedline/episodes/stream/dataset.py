@@ -380,7 +380,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, StreamingReader, IterableDatas
         return {"batch_size": self._batch_size}
 
     def make_pipeline(
-        self, units: np.ndarray, anchors: np.ndarray, order: list[int], budget: ByteBudget,
+        self, units: np.ndarray, anchors: np.ndarray, order: np.ndarray, budget: ByteBudget,
         slot: WorkerSlot,
     ) -> UnitPipeline:
         """Whole episodes fetched as mini-MP4s and Parquet rows, decoded into frames held in
