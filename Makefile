@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q 'torch==2.13.0'
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,test-cloud]'
 	@touch $(STAMP)
 
 venv-lerobot: $(LEROBOT_STAMP)
@@ -43,8 +43,8 @@ $(DATATROVE_STAMP): Makefile
 	@touch $@
 
 # The first Python 3.12 of: PYTHON312, python3.12 on PATH, pyenv's 3.12 versions. LeRobot goes in first
-# so its pins (datasets: fsspec<=...) decide fsspec; s3fs is then asked for the same release and gcsfs for
-# none newer (they follow fsspec's releases), which spares pip's resolver a long backtrack through s3fs/aiobotocore.
+# so its pins (datasets: fsspec<=...) decide fsspec; s3fs is then asked for the same release (the two
+# are released in lockstep), which spares pip's resolver a long backtrack through s3fs/aiobotocore.
 $(LEROBOT_STAMP): pyproject.toml
 	@py=""; for c in $(PYTHON312) python3.12 \
 	    $$(command -v pyenv >/dev/null 2>&1 && for v in $$(pyenv versions --bare 2>/dev/null | grep '^3\.12' | sort -rV); do echo "$$(pyenv root)/versions/$$v/bin/python"; done); do \
@@ -53,8 +53,7 @@ $(LEROBOT_STAMP): pyproject.toml
 	  test -x $(LEROBOT_BIN)/python || { echo "creating $(LEROBOT_VENV) with $$py"; "$$py" -m venv $(LEROBOT_VENV); }
 	$(LEROBOT_BIN)/python -m pip install -q --upgrade pip
 	$(LEROBOT_BIN)/python -m pip install -q "$$(sed -n 's/^ *"\(lerobot\[[^"]*\)".*/\1/p' pyproject.toml)"
-	fs=$$($(LEROBOT_BIN)/python -c 'import fsspec; print(fsspec.__version__)'); \
-	  $(LEROBOT_BIN)/python -m pip install -q -e '.[lerobot,dev]' "s3fs==$$fs" "gcsfs<=$$fs"
+	$(LEROBOT_BIN)/python -m pip install -q -e '.[lerobot,dev]' "s3fs==$$($(LEROBOT_BIN)/python -c 'import fsspec; print(fsspec.__version__)')"
 	@touch $(LEROBOT_STAMP)
 
 # torchcodec (LeRobot's video decoder) loads the system FFmpeg libraries; CI runs as root.
