@@ -40,6 +40,7 @@ from feedline.episodes.footer import DataFooter, read_data_footer
 from feedline.episodes.parquet import RowGroupIndex
 from feedline.episodes.table import EpisodeTable, PathColumn, TaskColumn
 from feedline.io import Store, StoreError
+from feedline.io.arrays import load_npz
 from feedline.io.atomic import atomic_write
 from feedline.io.home import feedline_home
 from feedline.io.locks import process_lock
@@ -117,8 +118,7 @@ def _load(entry: Path) -> DataFooter | None:
     if not arrays_path.exists():
         return None
     try:
-        with np.load(arrays_path) as arrays:
-            got = {name: arrays[name] for name in arrays.files}
+        got = load_npz(arrays_path)
         raw = _map(raw_path)
         places = got.pop("places").tolist()
         index = RowGroupIndex(**{name: got[name] for name in _INDEX_FIELDS})
@@ -249,8 +249,7 @@ def _load_table(store: Store, entry: Path) -> tuple[EpisodeTable, list[str]] | N
         files = [str(f) for f in manifest["files"]]
         if _fingerprints(store, files) != manifest["fingerprints"]:
             return None
-        with np.load(entry.with_suffix(".npz")) as npz:
-            got = {name: npz[name] for name in npz.files}
+        got = load_npz(entry.with_suffix(".npz"))
         n = int(manifest["episodes"])
         tasks = None
         if manifest["tasks"]:

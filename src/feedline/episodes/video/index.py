@@ -44,6 +44,7 @@ from feedline.episodes.video.sidecar import (
     try_load,
 )
 from feedline.io import LockTimeout, Store, feedline_home, process_lock
+from feedline.io.arrays import load_npy
 from feedline.io.atomic import fsync_dir
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,7 @@ def _decode(spec: dict[str, Any], name: str, n: int, folder: Path) -> np.ndarray
     kind = spec["kind"]
     if kind == "const":
         return np.broadcast_to(np.int64(spec["value"]), (n,))
-    array = np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+    array = load_npy(folder / f"{name}.npy", mmap=True)
     if len(array) != n:
         raise SidecarError(f"{folder}: column {name} has {len(array)} entries, expected {n}")
     return array
@@ -185,11 +186,11 @@ def map_converted(folder: Path, entry: VideoEntry | None = None) -> SampleTable:
             if _file_sum(folder / name) != expected:
                 raise ValueError(f"{name} does not match its recorded size and CRC-32")
         cols = {name: _decode(spec, name, n, folder) for name, spec in meta["columns"].items()}
-        pts = np.load(folder / "pts.npy", mmap_mode="r", allow_pickle=False)
+        pts = load_npy(folder / "pts.npy", mmap=True)
         if pts.shape != (n,):
             raise ValueError(f"pts.npy holds {pts.shape}, expected ({n},)")
         derived = {
-            field: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+            field: load_npy(folder / f"{name}.npy", mmap=True)
             for name, field in _DERIVED
         }
         if not (len(derived["_display"]) == len(derived["_display_pts"]) <= n

@@ -47,6 +47,7 @@ from feedline.io import (
     open_store,
     process_lock,
 )
+from feedline.io.arrays import read_members
 
 log = logging.getLogger(__name__)
 
@@ -97,11 +98,11 @@ class Sidecar:
         self.path = Path(path)
         self._verified = False
         try:
-            self._npz = np.load(self.path, allow_pickle=False)
+            self._npz = np.load(self.path, allow_pickle=False)  # members are parsed as read
         except _ARCHIVE_FAULTS as exc:
             raise SidecarDamaged(f"{self.path}: not a readable MP4 sidecar ({_line(exc)})") from None
         try:
-            meta = json.loads(self._npz["meta.json"])
+            meta = json.loads(self._npz["meta.json"])  # not an array: no header to parse
             if not isinstance(meta, dict):
                 raise ValueError("meta.json is not an object")
         except _ARCHIVE_FAULTS as exc:
@@ -144,7 +145,7 @@ class Sidecar:
         """The sample table of the video at ``path``, read from the archive (CRC-checked)."""
         entry = self.entries[path]
         try:
-            cols = {name: self._npz[f"{entry.key}/{name}"] for name in (*INT_COLUMNS, "pts")}
+            cols = read_members(self._npz, {n: f"{entry.key}/{n}" for n in (*INT_COLUMNS, "pts")})
             if any(c.shape != (entry.samples,) for c in cols.values()):
                 raise ValueError(f"arrays of {path} do not hold {entry.samples} samples")
         except _ARCHIVE_FAULTS as exc:
