@@ -52,11 +52,11 @@ DEFAULT_TOLERANCE_S = 1e-4  # LeRobot's default tolerance_s
 #: decoding, so this is the number of video files a worker touches, not a handful (LeRobot keeps
 #: 100 open); a single-threaded decoder holds about 1-3 MiB.
 MAX_OPEN_DECODERS = 64
-#: Sample tables a reader keeps mapped, least recently used dropped first. A table costs a few
-#: MB at 80,000 samples (arithmetic columns and display order are materialised), and a
-#: 1,000,000-episode dataset has hundreds of MP4s: a process holds the ones it reads now, not
-#: all of them (a dropped table is mapped again from the node's index cache on its next use).
-TABLE_CACHE_SIZE = 32
+#: Sample tables a reader keeps mapped, least recently used dropped first. A mapped table is
+#: files only (format 3 of the streaming index): what it costs is the pages read, shared with
+#: every process of the node, so the cache holds every video a worker reads at random (400 MP4s
+#: at 1,000,000 episodes), where a table dropped and mapped again costs its checks each time.
+TABLE_CACHE_SIZE = 1024
 
 _CONVERTERS = threading.local()
 
@@ -175,6 +175,12 @@ class VideoFrameReader:
         twin = VideoFrameReader.__new__(VideoFrameReader)
         twin.__setstate__(state)
         return twin
+
+    def forget(self, video_path: str) -> None:
+        """Unmap one cached table: a pass over every video (the open's spans) keeps none of the
+        pages it read, and whoever decodes maps the table again on first use."""
+        with self._lock:
+            self._tables.pop(video_path, None)
 
     def rebind(self, store: Store) -> VideoFrameReader:
         """Read through ``store`` from now on (this process's connections, after a fork or an
