@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from torch.utils.data import DataLoader
 
+from feedline.streaming.errors import MixtureError
 from feedline.text import TokenDataset
 from feedline.text.errors import TokenFileChangedError, TokenFileError
 
@@ -147,3 +148,10 @@ def test_without_a_manifest_an_empty_index_is_refused_too(tokens_root, tmp_path)
     first.write_bytes(b"")
     with pytest.raises(TokenFileError, match="empty, but"):
         TokenDataset(root, SEQ)
+
+
+def test_token_epoch_size_past_the_bound_is_one_line(tokens_root):
+    started = time.monotonic()
+    with pytest.raises(MixtureError, match="epoch_size=1000000000000 gives") as err:
+        TokenDataset([{"root": str(tokens_root), "weight": 1}], 31, epoch_size=10**12)
+    assert time.monotonic() - started < 10 and "\n" not in str(err.value)
