@@ -9,9 +9,12 @@ we did not write.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import posixpath
+import re
+import string
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,6 +35,7 @@ from feedline.episodes.table import (  # Episode, VideoSpan: re-exported, they w
     VideoSpan,  # noqa: F401
 )
 from feedline.io import NotFoundError, Store, StoreError
+from feedline.io.paths import root_escape
 
 CODEBASE_VERSION = "v3.0"  # what the synthetic writer records; readers accept any v3.x
 DEFAULT_CHUNK_SIZE = 1000  # files per chunk folder (lerobot datasets/utils.py)
@@ -145,11 +149,48 @@ class DatasetMeta(FeatureInfo):
         )
 
 
+#: The fields each path template may use (LeRobot v3's ``info.json``), with plain format specs.
+TEMPLATE_FIELDS = {
+    "data_path": frozenset({"chunk_index", "file_index"}),
+    "video_path": frozenset({"video_key", "chunk_index", "file_index"}),
+}
+#: A plain spec: optional fill and align, sign, zero, a width of at most two digits, ``d`` or ``s``.
+_PLAIN_SPEC = re.compile(r"(?:[^{}]?[<>=^])?[+\- ]?0?\d{0,2}[ds]?")
+
+
+@functools.lru_cache(maxsize=64)
+def _check_template(key: str, template: str) -> None:
+    """Refuse a template that uses other than its documented fields or specs: ``str.format``
+    would follow attributes (``{video_key.__init__.__globals__}``) and pad to any width
+    (``{chunk_index:0>1000000000}`` asks for a 1 GB string)."""
+    allowed = TEMPLATE_FIELDS.get(key, frozenset())
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise EpisodeFormatError(f"{INFO_PATH}: '{key}' template {template!r} cannot be filled ({exc})") from None
+    for _, name, spec, conversion in fields:
+        if name is None:
+            continue
+        if name not in allowed:
+            raise EpisodeFormatError(
+                f"{INFO_PATH}: '{key}' template {template!r} cannot be filled ({{{name}}} is not one of "
+                + ", ".join(f"{{{f}}}" for f in sorted(allowed)) + ")"
+            )
+        if conversion is not None or not _PLAIN_SPEC.fullmatch(spec or ""):
+            shown = f"!{conversion}" if conversion is not None else f":{spec}"
+            raise EpisodeFormatError(
+                f"{INFO_PATH}: '{key}' template {template!r} cannot be filled ({{{name}{shown}}} is not a "
+                "plain format; use a width of at most 99, as in {chunk_index:03d})"
+            )
+
+
 def resolve_template(info: dict[str, Any], key: str, **values: Any) -> str:
-    """Fill a path template from ``meta/info.json``; refuse one that leaves the dataset root."""
+    """Fill a path template from ``meta/info.json``; refuse one that leaves the dataset root,
+    as written or percent-decoded (the server decodes ``%2e%2e/`` before it resolves the path)."""
     template = info.get(key)
     if not isinstance(template, str) or not template:
         raise EpisodeFormatError(f"{INFO_PATH}: '{key}' is missing or not a string template")
+    _check_template(key, template)
     try:
         path = template.format(**values)
     except (KeyError, IndexError, ValueError) as exc:
@@ -157,14 +198,7 @@ def resolve_template(info: dict[str, Any], key: str, **values: Any) -> str:
             f"{INFO_PATH}: '{key}' template {template!r} cannot be filled ({exc})"
         ) from None
     clean = posixpath.normpath(path)
-    if (
-        path.startswith("/")
-        or "\\" in path
-        or "://" in path
-        or clean == ".."
-        or clean.startswith("../")
-        or clean in ("", ".")
-    ):
+    if "://" in path or clean in ("", ".") or root_escape(path) is not None:
         raise EpisodeFormatError(
             f"{INFO_PATH}: '{key}' template {template!r} gives {path!r}, which escapes the dataset root"
         )

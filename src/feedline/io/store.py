@@ -27,6 +27,7 @@ from feedline.io.errors import (
     StoreError,
     object_change,
 )
+from feedline.io.paths import root_escape
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,10 @@ class Store(ABC):
             return ""
         if path.startswith("/") or "\\" in path or "\x00" in path:
             raise StoreError(f"{self.root_url}: path {path!r} is not a relative path inside the root")
+        escape = root_escape(path)  # percent-decoded too: the server decodes before it resolves
+        if escape is not None:
+            raise StoreError(f"{self.root_url}: path {path!r} {escape.replace('the root', 'the store root')}")
         clean = posixpath.normpath(path)
-        if clean == ".." or clean.startswith("../"):
-            raise StoreError(f"{self.root_url}: path {path!r} escapes the store root")
         return "" if clean == "." else clean
 
     def url(self, path: str = "") -> str:

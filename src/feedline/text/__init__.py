@@ -20,6 +20,7 @@ _EXPORTS = {
     "TokenizerLoadError": "feedline.text.errors",
     "DocumentError": "feedline.text.errors",
     "TokenFileError": "feedline.text.errors",
+    "TokenFileChangedError": "feedline.text.errors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -3,8 +3,15 @@
 Nothing is downloaded first. A corpus reads the manifest when there is one (over HTTP, which has
 no listing, it must be there: the files are found through it), else lists the ``*.ds`` files of
 the folder (a folder written by datatrove itself reads too). Then it reads every ``.ds.index``
-whole (8 bytes a document) and checks it against the token file's size; the tokens stay in the
-store and are fetched later by byte range, a chunk at a time.
+whole (8 bytes a document) and checks it against the token file's size and the manifest's
+document count; the tokens stay in the store and are fetched later by byte range, a chunk at a
+time.
+
+Every ``.ds`` and ``.ds.index`` is pinned to the object first stat'ed (size and fingerprint), as
+the episode reader pins its videos: a token read of a replaced ``.ds`` is a
+:class:`~feedline.text.errors.TokenFileChangedError` naming it, never other tokens, and each
+process checks a file's index pin before its first read of that file. With a manifest, every
+window read is checked for ids at or past the tokenizer's vocabulary size.
 
 A corpus pickles to a root URL, options and the small arrays; each process opens its own store on
 first use (connections are never shared between DataLoader workers).
@@ -20,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from feedline.io.errors import NotFoundError, StoreError
+from feedline.io.errors import NotFoundError, ObjectChangedError, StoreError
 from feedline.io.redact import redact_text
-from feedline.text.errors import TokenFileError
+from feedline.text.errors import TokenFileChangedError, TokenFileError
 from feedline.text.layout import INDEX_SUFFIX, METADATA_SUFFIX, TOKENS_SUFFIX
 from feedline.text.manifest import MANIFEST_NAME, Manifest, parse_manifest
 
@@ -59,10 +66,16 @@ class TokenCorpus:
         self._store: Any = None
         self._pid = -1
         self.manifest: Manifest | None = None
+        self.pins: dict[str, Any] = {}  # path -> ObjectInfo first seen (every .ds and .ds.index)
+        self._index_checked: set[int] = set()  # files whose index pin this process checked
         self.names, tokens, self.token_bytes = self._find_files()
         self.tokens = np.asarray(tokens, dtype=np.int64)
-        self.doc_ends = [self._read_index(name, int(n)) for name, n in zip(self.names, self.tokens, strict=True)]
+        documents = [s.documents for s in self.manifest.shards] if self.manifest is not None else None
+        self.doc_ends = [self._read_index(name, int(n), None if documents is None else documents[i])
+                         for i, (name, n) in enumerate(zip(self.names, self.tokens, strict=True))]
         self.dtype = np.dtype("<u2" if self.token_bytes == 2 else "<u4")
+        vocab = self.manifest.tokenizer.get("vocab_size") if self.manifest is not None else None
+        self.vocab_size = vocab if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0 else None
 
     # ---- the store, one per process -------------------------------------------------------
     @property
@@ -81,7 +94,7 @@ class TokenCorpus:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_store"], state["_pid"] = None, -1
+        state["_store"], state["_pid"], state["_index_checked"] = None, -1, set()
         return state
 
     def where(self, name: str = "") -> str:
@@ -121,6 +134,8 @@ class TokenCorpus:
         if not listed:
             raise TokenFileError(f"{self.where()}: no {TOKENS_SUFFIX} token files and no {MANIFEST_NAME}")
         names = [i.path for i in listed]
+        for name in names:
+            self._size(name)  # pinned: a listing's entries may lack the fingerprint a stat gives
         token_bytes = self.token_size
         if token_bytes is None:
             meta = self._read(names[0][: -len(TOKENS_SUFFIX)] + METADATA_SUFFIX)
@@ -130,28 +145,38 @@ class TokenCorpus:
             token_bytes = _token_bytes_from_metadata(meta, self.where(names[0]))
         tokens = []
         for info in listed:
-            if info.size % token_bytes:
-                raise TokenFileError(f"{self.where(info.path)}: {info.size} bytes is not a whole number of "
+            if self.pins[info.path].size % token_bytes:
+                raise TokenFileError(f"{self.where(info.path)}: {self.pins[info.path].size} bytes is not a whole number of "
                                      f"{token_bytes}-byte tokens (truncated?)")
-            tokens.append(info.size // token_bytes)
+            tokens.append(self.pins[info.path].size // token_bytes)
         return names, tokens, int(token_bytes)
 
     def _size(self, name: str) -> int:
         try:
-            return int(self.store.stat(name).size)
+            pin = self.pins[name] = self.store.stat(name)
+            return int(pin.size)
         except NotFoundError:
             raise TokenFileError(f"{self.where(name)}: listed in the manifest but missing") from None
         except StoreError as exc:
             raise TokenFileError(f"{self.where(name)}: {exc}") from None
 
-    def _read_index(self, name: str, tokens: int) -> np.ndarray:
+    def _read_index(self, name: str, tokens: int, documents: int | None) -> np.ndarray:
         index = name[: -len(TOKENS_SUFFIX)] + INDEX_SUFFIX
-        data = self._read(index)
-        if data is None:
-            raise TokenFileError(f"{self.where(index)}: missing (every .ds needs its .ds.index)")
+        try:
+            pin = self.pins[index] = self.store.stat(index)
+            data = self.store.read_ranges_pinned(index, [(0, pin.size)], pin)[0] if pin.size else b""
+        except NotFoundError:
+            raise TokenFileError(f"{self.where(index)}: missing (every .ds needs its .ds.index)") from None
+        except StoreError as exc:
+            raise TokenFileError(f"{self.where(index)}: {exc}") from None
         if len(data) % 8:
             raise TokenFileError(f"{self.where(index)}: {len(data)} bytes is not a whole number of uint64 ends")
         ends = np.frombuffer(data, dtype="<u8").astype(np.int64)
+        if tokens and not ends.size:
+            raise TokenFileError(f"{self.where(index)}: empty, but {name} holds {tokens} tokens")
+        if documents is not None and ends.size != documents:
+            raise TokenFileError(f"{self.where(index)}: {ends.size} document ends, but the manifest lists "
+                                 f"{documents} documents for {name}; the folder changed since tokenize")
         if ends.size and (np.any(np.diff(ends) < 0) or ends[0] < 0 or ends[-1] != tokens):
             raise TokenFileError(f"{self.where(index)}: document ends do not fit {name} ({tokens} tokens; "
                                  f"last end {int(ends[-1])})")
@@ -159,16 +184,30 @@ class TokenCorpus:
 
     # ---- reading ----------------------------------------------------------------------------
     def read_tokens(self, file: int, start: int, end: int) -> np.ndarray:
-        """Tokens ``[start, end)`` of file ``file``: one ranged read."""
+        """Tokens ``[start, end)`` of file ``file``: one ranged read, pinned to the file opened."""
         tb = self.token_bytes
         name = self.names[file]
         try:
-            data = self.store.read_range(name, start * tb, end * tb)
+            if file not in self._index_checked:  # the index this process's windows rely on
+                index = name[: -len(TOKENS_SUFFIX)] + INDEX_SUFFIX
+                self.store.check_pin(index, self.pins[index])
+                self._index_checked.add(file)
+            data = self.store.read_ranges_pinned(name, [(start * tb, end * tb)], self.pins[name])[0]
+        except ObjectChangedError as exc:
+            raise TokenFileChangedError(
+                f"{redact_text(exc.url)}: changed since the dataset was opened ({exc.what}); "
+                "reopen the dataset to read the new files") from None
         except StoreError as exc:
             raise TokenFileError(f"{self.where(name)}: {exc}") from None
         if len(data) != (end - start) * tb:
             raise TokenFileError(f"{self.where(name)}: short read ({len(data)} of {(end - start) * tb} bytes)")
-        return np.frombuffer(data, dtype=self.dtype)
+        tokens = np.frombuffer(data, dtype=self.dtype)
+        if self.vocab_size is not None and tokens.size and int(tokens.max()) >= self.vocab_size:
+            at = int(np.flatnonzero(tokens >= self.vocab_size)[0])
+            raise TokenFileError(
+                f"{self.where(name)}: token id {int(tokens[at])} at token {start + at} (byte {(start + at) * tb}) "
+                f"is not below the manifest's vocabulary size {self.vocab_size}; the file is damaged")
+        return tokens
 
     def identity(self) -> str:
         """Digest of the files' names, token counts and document counts."""

@@ -23,3 +23,8 @@ class TokenFileError(TextError):
 
 class RetryableTextFailure(TextError):
     """A transient read failure of an input shard; the shard is worth another try."""
+
+
+class TokenFileChangedError(TokenFileError):
+    """A ``.ds`` or ``.ds.index`` is no longer the file the dataset opened (replaced or removed):
+    its windows would be other tokens than the plan and the checkpoint count."""

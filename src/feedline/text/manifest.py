@@ -10,6 +10,7 @@ files through it; elsewhere it checks the listed sizes against the files it find
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import orjson
 
 from feedline.io import atomic_write
+from feedline.io.paths import root_escape
 from feedline.text.errors import TokenFileError
 
 __all__ = ["MANIFEST_NAME", "Manifest", "ShardRecord", "parse_manifest", "write_manifest"]
@@ -92,6 +94,18 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
     try:
         shards = tuple(ShardRecord(str(s["path"]), str(s["source"]), int(s["documents"]), int(s["tokens"]))
                        for s in body["shards"])
-        return Manifest(dict(body["tokenizer"]), dict(body["parameters"]), shards)
+        manifest = Manifest(dict(body["tokenizer"]), dict(body["parameters"]), shards)
     except (KeyError, TypeError, ValueError) as exc:
         raise TokenFileError(f"{where}: damaged manifest ({type(exc).__name__}: {exc})") from None
+    seen: set[str] = set()
+    for shard in shards:
+        escape = root_escape(shard.path)  # percent-decoded too: a server decodes before it resolves
+        if escape is not None or "://" in shard.path:
+            raise TokenFileError(f"{where}: shard path {shard.path!r} {escape or 'is a URL'}; "
+                                 "shard paths are relative to the manifest's folder")
+        clean = posixpath.normpath(shard.path)
+        if clean in seen:
+            raise TokenFileError(f"{where}: shard {shard.path!r} is listed twice (its windows would be "
+                                 "read twice an epoch)")
+        seen.add(clean)
+    return manifest

@@ -8,6 +8,8 @@ values, checked once, with errors that name the source. The counting lives in
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -58,10 +60,25 @@ class Source:
     def __post_init__(self) -> None:
         if (self.root is None) == (self.repo_id is None):
             raise MixtureError(f"a source needs exactly one of root or repo_id: {self.name}")
+        for key in ("root", "repo_id", "revision"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, str | os.PathLike):
+                raise MixtureError(f"{self.name}: {key} must be text, not {value!r}")
         if self.root is not None and not isinstance(self.root, str):
             object.__setattr__(self, "root", os.fspath(self.root))
+        for key in ("feature_map", "storage_options"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, Mapping):
+                raise MixtureError(f"{self.name}: {key} must be a mapping, not {value!r}")
+        if self.storage_options is None:
+            object.__setattr__(self, "storage_options", {})
         if self.episodes is not None:
-            object.__setattr__(self, "episodes", tuple(int(e) for e in self.episodes))
+            episodes = self.episodes
+            if isinstance(episodes, str | bytes | Mapping) or not isinstance(episodes, Iterable) or not all(
+                    isinstance(e, numbers.Integral) and not isinstance(e, bool) and e >= 0 for e in episodes):
+                raise MixtureError(f"{self.name}: episodes must be a list of episode indices (whole "
+                                   f"numbers >= 0), not {episodes!r}")
+            object.__setattr__(self, "episodes", tuple(int(e) for e in episodes))
         mapping = dict(self.feature_map or {})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()):
             raise MixtureError(f"{self.name}: feature_map maps key names to key names")
@@ -130,9 +147,10 @@ class Mixture:
             raise MixtureError("a mixture needs at least one source")
         if self.batching not in BATCHING:
             raise MixtureError(f"batching must be one of {list(BATCHING)}, not {self.batching!r}")
-        if self.epoch_size is not None and (
-            isinstance(self.epoch_size, bool) or int(self.epoch_size) != self.epoch_size
-            or self.epoch_size < 1
+        size = self.epoch_size
+        if size is not None and (
+            isinstance(size, bool) or not isinstance(size, int | float) or not math.isfinite(size)
+            or int(size) != size or size < 1
         ):
             raise MixtureError(f"epoch_size must be a whole number >= 1, not {self.epoch_size!r}")
 
@@ -183,6 +201,9 @@ def load_mixture(path: str | os.PathLike[str]) -> Mixture:
     extra = sorted(set(data) - {"sources", "epoch_size", "batching"})
     if extra:
         raise MixtureError(f"{path}: unknown key(s) {extra}; use sources, epoch_size, batching")
+    if not isinstance(data["sources"], list):
+        raise MixtureError(f"{path}: `sources:` must be a list of sources (each `- root: ...`), "
+                           f"not {type(data['sources']).__name__} {data['sources']!r}"[:300])
     try:
         return Mixture.of(
             data["sources"], epoch_size=data.get("epoch_size"),

@@ -85,6 +85,22 @@ class Quota:
         return "repeat 1" if value is None else f"{self.kind} {value:g}"
 
 
+#: The most times one epoch may hold a source's selected frames (or an epoch all of them): an
+#: epoch's plan and pools cost memory per anchor, so a larger count (``epoch_size=10**12``,
+#: ``repeat: 1e6``) is refused at once instead of ending in a ``MemoryError`` minutes later.
+#: More copies are more epochs.
+MAX_COPIES = 64
+
+
+def _bounded(count: int, frames: int, what: str) -> int:
+    if count > MAX_COPIES * max(int(frames), 1):
+        raise MixtureError(
+            f"{what} gives {count} anchors an epoch, more than {MAX_COPIES} times its {int(frames)} frames "
+            f"(an epoch's plan costs memory per anchor); run more epochs instead"
+        )
+    return count
+
+
 def source_counts(
     frames: Sequence[int], quotas: Sequence[Quota], epoch_size: int | None = None,
     names: Sequence[str] | None = None,
@@ -104,12 +120,12 @@ def source_counts(
     counts: list[int | None] = []
     for n, quota in zip(frames, quotas, strict=True):
         if quota.choose is not None:
-            counts.append(int(quota.choose))
+            counts.append(_bounded(int(quota.choose), n, f"{names[len(counts)]}'s choose {quota.choose}"))
         elif quota.weight is not None:
             counts.append(None)
         else:
             repeat = 1.0 if quota.repeat is None else float(quota.repeat)
-            counts.append(math.floor(repeat * int(n) + 0.5))
+            counts.append(_bounded(math.floor(repeat * int(n) + 0.5), n, f"{names[len(counts)]}'s repeat {repeat:g}"))
     fixed = sum(c for c in counts if c is not None)
     weighted = [i for i, c in enumerate(counts) if c is None]
     if not weighted:
@@ -120,6 +136,7 @@ def source_counts(
             )
         return [int(c) for c in counts]  # type: ignore[arg-type]
     size = sum(int(n) for n in frames) if epoch_size is None else int(epoch_size)
+    _bounded(size, sum(int(n) for n in frames), f"epoch_size={epoch_size}")
     rest = size - fixed
     if rest < 0:
         raise MixtureError(
@@ -137,7 +154,7 @@ def source_counts(
     short = rest - int(share.sum())
     share[np.argsort(-(exact - share), kind="stable")[:short]] += 1  # largest remainders
     for i, c in zip(weighted, share.tolist(), strict=True):
-        counts[i] = c
+        counts[i] = _bounded(int(c), frames[i], f"{names[i]}'s weight {quotas[i].weight:g} of epoch_size={size}")
     return [int(c) for c in counts]  # type: ignore[arg-type]
 
 

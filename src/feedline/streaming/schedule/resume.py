@@ -206,11 +206,50 @@ class ResumeState(ResumeSettings):
         missing = [n for n in names if n not in state and n not in optional]
         if missing:
             raise ResumeMismatchError(f"episode reader state lacks {', '.join(missing)}")
+        _check_types(state)
         return cls(**{n: state[n] for n in names if n in state})
 
     def settings(self) -> ResumeSettings:
         """The settings part alone, to compare with the current run's."""
         return ResumeSettings(**{f.name: getattr(self, f.name) for f in fields(ResumeSettings)})
+
+
+#: The most DataLoader workers a checkpoint may name: more would be planned (one part each)
+#: before anything else could refuse them.
+MAX_WORKERS = 4096
+_COUNTERS = {"world_size": 1, "batch_size": 1, "num_workers": 0, "replication": 1, "epoch": 0, "rank": 0,
+             "batches_consumed_on_rank": 0, "samples_consumed_on_rank": 0}
+
+
+def _check_types(state: Mapping[str, Any]) -> None:
+    """Refuse counters that are not whole numbers in range, and settings of the wrong type: a
+    mistyped checkpoint is one line, never an ``int()`` traceback or a plan for 10**9 workers."""
+    def bad(key: str, want: str) -> ResumeMismatchError:
+        return ResumeMismatchError(f"{STATE_STAGE} state: {key} must be {want}, not {state[key]!r}"[:300])
+
+    for key, least in _COUNTERS.items():
+        value = state.get(key, least)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise bad(key, f"a whole number >= {least}")
+    if state["num_workers"] > MAX_WORKERS:
+        raise bad("num_workers", f"at most {MAX_WORKERS}")
+    if not isinstance(state["drop_last"], bool):
+        raise bad("drop_last", "true or false")
+    for key in ("strategy", "sampler_identity"):
+        if not isinstance(state[key], str):
+            raise bad(key, "text")
+    if "mixture" in state and not isinstance(state["mixture"], str):
+        raise bad("mixture", "text")
+    for key in ("pool_settings", "extra"):
+        if key in state and not isinstance(state[key], Mapping):
+            raise bad(key, "a mapping")
+    history = state.get("history", [])
+    if not isinstance(history, list) or not all(
+            isinstance(stage, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in stage)
+            for stage in history):
+        raise bad("history", "a list of stages (lists of whole numbers)")
+    if len(history) > MAX_STAGES:
+        raise bad("history", f"at most {MAX_STAGES} stages")
 
 
 def _epoch_lengths(units: EpisodeLengths | EpochUnits, epoch: int) -> EpisodeLengths:

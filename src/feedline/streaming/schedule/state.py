@@ -41,7 +41,13 @@ STATE_VERSION_KEY = "state_version"
 
 
 def check_state_version(state: Mapping[str, Any], expected: int, *, stage: str) -> None:
-    """Refuse a state written by another (older or newer) layout of ``stage``'s state."""
+    """Refuse a state written by another (older or newer) layout of ``stage``'s state, or one
+    that is not a mapping at all (``None``, a list, a string: a checkpoint saved wrongly)."""
+    if not isinstance(state, Mapping):
+        raise ResumeMismatchError(
+            f"{stage} state must be the dict state_dict() returned, not {type(state).__name__} "
+            f"{state!r}"[:300]
+        )
     found = state.get(STATE_VERSION_KEY)
     if found != expected:
         raise ResumeMismatchError(
