@@ -6,11 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.hubserver import HubServer, run_hub
 from tests.servers import FaultProxy, NginxServer, S3Server, run_fault_proxy, run_moto, run_nginx
 
 #: Fixtures that start a real server; a test using one (directly or through another fixture) is
 #: marked ``server`` so ``make test-fast`` (``-m "not server"``) runs everything else.
-SERVER_FIXTURES = frozenset({"nginx_server", "s3_server", "fault_proxy"})
+SERVER_FIXTURES = frozenset({"nginx_server", "s3_server", "fault_proxy", "hub_server"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -37,6 +38,13 @@ def nginx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NginxServ
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
     with run_moto() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
+    """The Hub-contract server (tests/hubserver.py); each test adds its own repositories."""
+    with run_hub(tmp_path_factory.mktemp("hub")) as server:
         yield server
 
 
