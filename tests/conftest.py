@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.hubserver import HubServer, run_hub
 from tests.servers import (
     AzureServer,
     FaultProxy,
@@ -22,7 +23,7 @@ from tests.servers import (
 #: Fixtures that start a real server; a test using one (directly or through another fixture) is
 #: marked ``server`` so ``make test-fast`` (``-m "not server"``) runs everything else.
 SERVER_FIXTURES = frozenset(
-    {"nginx_server", "s3_server", "gcs_server", "azure_server", "fault_proxy"}
+    {"nginx_server", "s3_server", "gcs_server", "azure_server", "fault_proxy", "hub_server"}
 )
 
 
@@ -62,6 +63,13 @@ def gcs_server() -> Iterator[GcsServer]:
 @pytest.fixture(scope="session")
 def azure_server() -> Iterator[AzureServer]:
     with run_azurite() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
+    """The Hub-contract server (tests/hubserver.py); each test adds its own repositories."""
+    with run_hub(tmp_path_factory.mktemp("hub")) as server:
         yield server
 
 
