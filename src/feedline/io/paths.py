@@ -26,8 +26,9 @@ def local_path(path: str | os.PathLike[str]) -> str:
 _DECODE_ROUNDS = 3
 
 
-def root_escape(path: str) -> str | None:
-    """Why ``path``, taken relative to a root, would leave it, or ``None`` when it stays inside.
+def root_escape(path: str, root: str = "the root") -> str | None:
+    """Why ``path``, taken relative to ``root`` (its name in the message), would leave it, or
+    ``None`` when it stays inside.
 
     The path is judged as written and after each round of percent-decoding, because the server
     that answers decodes it (nginx turns ``%2e%2e/`` into ``../`` and resolves it) while
@@ -38,10 +39,10 @@ def root_escape(path: str) -> str | None:
     form = path
     for _ in range(_DECODE_ROUNDS + 1):
         if form.startswith("/") or "\\" in form or "\x00" in form:
-            return "is not a relative path inside the root"
+            return f"is not a relative path inside {root}"
         clean = posixpath.normpath(form)
         if clean == ".." or clean.startswith("../"):
-            return "escapes the root"
+            return f"escapes {root}"
         decoded = unquote(form)
         if decoded == form:
             return None

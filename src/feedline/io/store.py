@@ -70,9 +70,9 @@ class Store(ABC):
             return ""
         if path.startswith("/") or "\\" in path or "\x00" in path:
             raise StoreError(f"{self.root_url}: path {path!r} is not a relative path inside the root")
-        escape = root_escape(path)  # percent-decoded too: the server decodes before it resolves
+        escape = root_escape(path, "the store root")  # percent-decoded too: the server decodes first
         if escape is not None:
-            raise StoreError(f"{self.root_url}: path {path!r} {escape.replace('the root', 'the store root')}")
+            raise StoreError(f"{self.root_url}: path {path!r} {escape}")
         clean = posixpath.normpath(path)
         return "" if clean == "." else clean
 
