@@ -29,7 +29,6 @@ import contextlib
 import hashlib
 import json
 import shutil
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,6 +36,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from tests.servers import send_cut_off
 
 #: Suffixes the Hub stores as LFS (``.gitattributes`` of a new dataset repository).
 LFS_SUFFIXES = (".parquet", ".mp4", ".arrow", ".safetensors", ".bin", ".zst", ".gz", ".npy")
@@ -462,11 +463,7 @@ def _handler(hub: HubServer, origin: str) -> type[BaseHTTPRequestHandler]:
             if self.command == "HEAD":
                 return
             if fault is not None and fault.kind == "truncate":
-                self.wfile.write(body[: fault.after_bytes])
-                self.wfile.flush()
-                self.close_connection = True
-                with contextlib.suppress(OSError):
-                    self.connection.shutdown(socket.SHUT_RDWR)
+                send_cut_off(self, body, fault.after_bytes)
                 return
             self.wfile.write(body)
 

@@ -32,6 +32,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def send_cut_off(handler: Any, body: bytes, after_bytes: int) -> None:
+    """Send the first ``after_bytes`` of ``body`` and drop the connection (a body cut short)."""
+    handler.wfile.write(body[:after_bytes])
+    handler.wfile.flush()
+    handler.close_connection = True
+    with contextlib.suppress(OSError):
+        handler.connection.shutdown(socket.SHUT_RDWR)
+
+
 def wait_for_port(port: int, timeout_s: float = 15.0, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -378,11 +387,7 @@ def _proxy_handler(proxy_ref: list[FaultProxy]) -> type[BaseHTTPRequestHandler]:
             if method == "HEAD":
                 return
             if fault is not None and fault.kind == "drop":
-                self.wfile.write(body[: fault.after_bytes])
-                self.wfile.flush()
-                self.close_connection = True
-                with contextlib.suppress(OSError):
-                    self.connection.shutdown(socket.SHUT_RDWR)
+                send_cut_off(self, body, fault.after_bytes)
                 return
             if fault is not None and fault.kind == "trickle":
                 pause = 1.0 / fault.bytes_per_s
