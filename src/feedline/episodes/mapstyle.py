@@ -37,6 +37,7 @@ from feedline.episodes.errors import EpisodeDatasetError
 from feedline.episodes.parquet import read_file_episodes
 from feedline.episodes.rowcache import LazyRows
 from feedline.episodes.windows import PAD_SUFFIX
+from feedline.io.redact import redact_text
 from feedline.validate import check_int
 
 #: ``preload_rows=None`` reads every row at the open up to this many selected episodes (see
@@ -118,7 +119,7 @@ class EpisodeDataset(EpisodeDatasetBase, Dataset):
 
     def __repr__(self) -> str:
         return (
-            f"EpisodeDataset(root={self.root_url!r}, episodes={self.num_episodes}, "
+            f"EpisodeDataset(root={redact_text(self.root_url)!r}, episodes={self.num_episodes}, "
             f"frames={self.num_frames}, fps={self.fps}, cameras={self.camera_keys})"
         )
 

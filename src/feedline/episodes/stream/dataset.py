@@ -49,6 +49,7 @@ from feedline.episodes.stream.decoded import MAX_CURSORS_PER_SLOT, DecodedCounte
 from feedline.episodes.stream.events import EventLog, follow
 from feedline.episodes.stream.inprocess import warn_in_process_threads
 from feedline.episodes.stream.source import StreamSource
+from feedline.io.redact import redact_text
 from feedline.streaming.batches import batch_episodes
 from feedline.streaming.budget import ByteBudget
 from feedline.streaming.pipeline import UnitPipeline
@@ -283,7 +284,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, StreamingReader, IterableDatas
 
     def __repr__(self) -> str:
         return (
-            f"StreamingEpisodeDataset(root={self.root_url!r}, episodes={self.num_episodes}, "
+            f"StreamingEpisodeDataset(root={redact_text(self.root_url)!r}, episodes={self.num_episodes}, "
             f"frames={self.num_frames}, rank={self.rank}/{self.world_size}, epoch={self.epoch})"
         )
 
