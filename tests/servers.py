@@ -65,6 +65,15 @@ class NginxServer:
     def log_lines(self) -> list[str]:
         return self.access_log.read_text().splitlines() if self.access_log.exists() else []
 
+    def wait_logged(self, fragment: str, timeout: float = 10.0) -> None:
+        """nginx writes a request's log line after the client has the body, so a test that
+        counts log lines after a request of its own waits for that request's line first."""
+        deadline = time.monotonic() + timeout
+        while not any(fragment in line for line in self.log_lines()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"nginx never logged a request for {fragment!r}")
+            time.sleep(0.02)
+
     @property
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1])

@@ -37,6 +37,7 @@ def test_a_shard_path_escaping_after_percent_decoding_is_refused(tokens_root, ng
     proof = f"{nginx_server.url}/{base.name}/tokens/%2e%2e/other/{first}"
     with urllib.request.urlopen(proof) as answer:  # nginx does serve the other folder
         assert answer.status == 200
+    nginx_server.wait_logged(f"/{base.name}/tokens/%2e%2e/other/{first}")
 
     def escape(body):
         body["shards"][0]["path"] = prefix + body["shards"][0]["path"]

@@ -80,3 +80,37 @@ def test_a_forked_child_parks_inherited_decoders(root: Path) -> None:
     # the parent's own decoders are untouched
     assert span._context is not None and forward.context is not None
     assert forward.next_frame()[0] > min(whole.plan.pts_ticks.tolist())
+
+
+def _exit_clean() -> None:
+    raise SystemExit(0)
+
+
+def test_a_fork_after_other_threads_converted_frames_does_not_hang() -> None:
+    """`feedline plan --workers 0 --measure` converts frames on the parent's threads, then starts
+    DataLoader workers: fork frees the other threads' converters in the child, which must not
+    wait for scaler threads that do not exist there."""
+    import threading
+
+    import av
+
+    frame = av.VideoFrame.from_ndarray(np.zeros((480, 640, 3), np.uint8), format="rgb24")
+    frame = frame.reformat(format="yuv420p")
+    converted, stop = threading.Barrier(4), threading.Event()
+
+    def convert() -> None:
+        rgb_array(frame)
+        converted.wait()
+        stop.wait()
+
+    threads = [threading.Thread(target=convert, daemon=True) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    converted.wait()
+    try:
+        for _ in range(5):
+            assert _run_forked(_exit_clean) == 0
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()

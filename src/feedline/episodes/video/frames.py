@@ -12,7 +12,10 @@ Colour conversion (:func:`rgb_array`) goes through one reused
 :class:`av.video.reformatter.VideoReformatter` per thread: PyAV's ``to_ndarray(format=...)``
 builds a new scaler for every frame (about 7x slower at 96x128), and a frame's own scaler must
 not be used by two threads at once. With one converter per thread, threads convert in parallel,
-the same frame included, with no lock.
+the same frame included, with no lock. Each converter scales on its own thread (``threads=1``):
+swscale's automatic slice threads would belong to the converter, and a forked child (a DataLoader
+worker started after frames were converted in the parent) frees the converters of the parent's
+other threads at fork and waits forever for slice threads that do not exist there.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def rgb_array(frame: av.VideoFrame) -> np.ndarray:
     converter = getattr(_CONVERTERS, "converter", None)
     if converter is None:
         converter = _CONVERTERS.converter = VideoReformatter()
-    return converter.reformat(frame, format="rgb24").to_ndarray()
+    return converter.reformat(frame, format="rgb24", threads=1).to_ndarray()
 
 # Decoded frames hold FFmpeg buffers whose release can block forever in a forked child (the
 # decoder threads they belong to do not exist there; seen with libdav1d in DataLoader workers
