@@ -210,8 +210,10 @@ def check_elastic(
 ) -> list[StreamingReader]:
     """Every rank of a ``before[0]``-rank job takes ``stop`` batches (lockstep, as DDP does), the
     job stops, and comes back on ``after[0]`` ranks with another loader; the consumed keys plus
-    what the new ranks read must be ``everything`` once each: none repeated, none skipped. The
-    resumed readers (at the next epoch by then) are returned for the caller's own checks."""
+    what the new ranks read must be ``everything``: none skipped, none read on both sides of the
+    stop, and repeated only as the readers' evening out says (``evened_anchors``: the repeats a
+    padded worker serves after all of its own anchors). The resumed readers (at the next epoch
+    by then) are returned for the caller's own checks."""
     world, loader = before
     consumed: list = []
     states = []
@@ -225,25 +227,27 @@ def check_elastic(
                 break
         batches.close()
     assert len(states) == world, f"a rank ran out before batch {stop}"
-    # a checkpoint is the job's: every rank's is the same but for the rank it names, so the one
-    # DDP saves (rank 0's) resumes every rank of the new world
-    same = [{k: v for k, v in s.items() if k != "rank"} for s in states]
+    # a checkpoint is the job's: every rank's is the same but for the rank and its own repeats,
+    # so the one DDP saves (rank 0's) resumes every rank of the new world
+    same = [{k: v for k, v in s.items() if k not in ("rank", "extra")} for s in states]
     assert all(s == same[0] for s in same[1:]), "ranks wrote different checkpoints"
     new_world, new_loader = after
     resumed = [make(rank, new_world) for rank in range(new_world)]
     for ds in resumed:
         ds.load_state_dict(states[0])
-    # the resumed epoch's length is what is left of it, summed over the new ranks
-    assert sum(len(ds) for ds in resumed) == len(everything) - len(consumed), (
-        f"resumed ranks count {[len(ds) for ds in resumed]}, "
-        f"{len(everything) - len(consumed)} samples are left"
-    )
+    # the resumed epoch's plan is what is left of it, summed over the new ranks
+    left = len(set(everything)) - len(set(consumed))
+    planned = [ds.evened_anchors()["planned"] for ds in resumed]
+    assert sum(planned) == left, f"resumed ranks plan {planned}, {left} samples are left"
     rest: list = []
+    repeats = 0
     for ds in resumed:
-        rest.extend(k for batch in ds.track(new_loader(ds)) for k in keys(batch))
-    assert len(set(consumed)) == len(consumed), "a key was read twice before the stop"
+        loader_ = new_loader(ds)
+        repeats += ds.evened_anchors(loader_.num_workers)["repeated"]
+        rest.extend(k for batch in ds.track(loader_) for k in keys(batch))
     assert not set(consumed) & set(rest), "the resumed job read again what was consumed"
-    assert sorted(consumed + rest) == sorted(everything), (
-        f"{len(consumed)} consumed + {len(rest)} resumed, the epoch has {len(everything)}"
+    assert set(consumed) | set(rest) == set(everything), (
+        f"{len(set(consumed))} consumed + {len(set(rest))} resumed, the epoch has {len(everything)}"
     )
+    assert len(rest) - len(set(rest)) == repeats, "repeats other than the evening out's"
     return resumed

@@ -68,16 +68,27 @@ def test_labels_are_input_ids_shifted_by_one(tokens_root):
         assert item["positions"].shape == (SEQ,)
 
 
-def test_exact_coverage_over_2_ranks_x_2_workers_and_two_epochs(tokens_root):
+@pytest.mark.parametrize("even", ["none", "pad", "drop"])
+def test_exact_coverage_over_2_ranks_x_2_workers_and_two_epochs(tokens_root, even):
     n = TokenDataset(tokens_root, SEQ).windows
-    readers = [TokenDataset(tokens_root, SEQ, rank=r, world_size=2, chunk_windows=8, return_index=True)
-               for r in range(2)]
+    readers = [TokenDataset(tokens_root, SEQ, rank=r, world_size=2, chunk_windows=8, return_index=True,
+                            even_batches=even) for r in range(2)]
     orders = []
     for _epoch_number in range(2):
-        seen = []
+        seen, per_rank = [], []
+        evened = [ds.evened_anchors(2) for ds in readers]
         for ds in readers:
-            seen.extend(_ids(_epoch(ds, batch_size=8, num_workers=2)))
-        assert sorted(seen) == list(range(n))  # every window once per epoch, over ranks and workers
+            mine = _ids(_epoch(ds, batch_size=8, num_workers=2))
+            per_rank.append(len(mine))
+            seen.extend(mine)
+        if even == "none":
+            assert sorted(seen) == list(range(n))  # every window once, over ranks and workers
+        elif even == "pad":  # every window, a few twice, as counted; the same count per rank
+            assert set(seen) == set(range(n)) and len(set(per_rank)) == 1
+            assert len(seen) - n == sum(e["repeated"] for e in evened)
+        else:  # every window at most once, the dropped counted
+            assert len(set(seen)) == len(seen) and len(set(per_rank)) == 1
+            assert n - len(seen) == sum(e["dropped"] for e in evened)
         orders.append(seen)
     assert orders[0] != orders[1]  # each epoch its own order
     assert all(ds.epoch == 2 for ds in readers)

@@ -74,6 +74,7 @@ class StreamingSettings(ReaderSettings):
         allow_order_change: resume under other order settings at an epoch boundary.
         outage_s: how long the store may fail (refused, reset, 5xx, 429) before the epoch stops.
         replication: consecutive ranks that read identical samples (one data-parallel group).
+        even_batches: how every rank comes to the same number of batches (pad, drop, none).
     """
 
     episode_pool_size: int = floor_field(
@@ -127,6 +128,11 @@ class StreamingSettings(ReaderSettings):
         "replication", 1, flag=_POOL_FLAG + "replication",
         help="consecutive ranks that read the same samples (tensor or context parallelism); "
              "ownership and coverage count the world size / N data-parallel groups")
+    even_batches: str = floor_field(
+        "even_batches", "pad", flag=_POOL_FLAG + "even_batches",
+        help="every rank yields the same number of batches per epoch, so a DDP loop never "
+             "waits alone: each DataLoader worker repeats a few of its own anchors (`pad`), "
+             "drops its last ones (`drop`), or neither (`none`)")
 
     @property
     def decoded_cache_bytes(self) -> int:

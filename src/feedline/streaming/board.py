@@ -45,7 +45,7 @@ COUNTERS: tuple[str, ...] = counter_names((PipelineMetrics,))
 _ROWS = 64
 _EPOCH, _SET, _OFFSETS = 0, 1, 2  # control: epoch, 1 + rotation when set, offsets count, offsets
 _HISTORY = _OFFSETS + _ROWS + 1  # then: stages count, MAX_STAGES stages of _STAGE integers
-_STAGE = 5
+_STAGE = 6  # Stage.to_list()
 
 
 class WorkerBoard:

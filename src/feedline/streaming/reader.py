@@ -12,23 +12,28 @@ epoch (:meth:`epoch_lengths`), and how a worker fetches and assembles (:meth:`ma
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
 
 from feedline.streaming.budget import ByteBudget
+from feedline.streaming.chain import PipelineChain
 from feedline.streaming.errors import EPISODE_UNIT, UnitKind
 from feedline.streaming.loop import TrackedReader
 from feedline.streaming.pipeline import UnitPipeline
+from feedline.streaming.schedule.even import even_counts, pad_positions
 from feedline.streaming.schedule.plan import ShardPlan, plan_shards_arrays
 from feedline.streaming.schedule.pool import aligned, fetch_order
 from feedline.streaming.schedule.resume import ResumePosition, ResumeSettings, rank_batch_counts
-from feedline.streaming.schedule.slot import WorkerSlot
+from feedline.streaming.schedule.slot import WorkerSlot, worker_parts
 from feedline.streaming.settings import ReaderSettings
 
 __all__ = ["StreamingReader"]
+
+log = logging.getLogger(__name__)
 
 
 class StreamingReader(TrackedReader):
@@ -119,10 +124,10 @@ class StreamingReader(TrackedReader):
             return self._remainder(position).lengths
         return self.epoch_lengths(epoch)
 
-    def _rank_plan(self, epoch: int | None) -> ShardPlan:
+    def _rank_plan(self, epoch: int | None, num_workers: int = 0) -> ShardPlan:
         epoch = self.epoch if epoch is None else epoch
         return plan_shards_arrays(
-            self._due(epoch), world_size=self.data_world_size, num_workers=0,
+            self._due(epoch), world_size=self.data_world_size, num_workers=num_workers,
             seed=self.seed, epoch=epoch, groups=self.pool_maker.plan_groups,
         )
 
@@ -133,23 +138,58 @@ class StreamingReader(TrackedReader):
         parts = plan.parts[self.data_rank]
         return np.concatenate(parts) if len(parts) else np.zeros(0, dtype=np.int64)
 
-    def rank_samples(self, epoch: int | None = None) -> int:
-        """Samples this rank yields in ``epoch`` (default: the current one); after an elastic
-        resume, in its epoch, those still due."""
-        return self._rank_plan(epoch).report.rank_frames[self.data_rank]
+    @property
+    def even_mode(self) -> str:
+        """How this reader evens out its ranks' batches (``"none"`` on one data rank)."""
+        return str(self.settings.value("even_batches")) if self.data_world_size > 1 else "none"
+
+    def rank_samples(self, epoch: int | None = None, num_workers: int = 0) -> int:
+        """Samples this rank yields in ``epoch`` (default: the current one) with ``num_workers``
+        DataLoader workers, repeats included and dropped anchors not; after an elastic resume,
+        in its epoch, those still due. The same on every rank unless ``even_batches="none"``."""
+        return int(self._evened(epoch, num_workers)[self.data_rank].sum())
+
+    def evened_anchors(self, num_workers: int = 0, epoch: int | None = None) -> dict[str, int]:
+        """This rank's epoch against its plan: ``planned`` anchors, how many of them its
+        workers ``repeated`` or ``dropped`` to even out the ranks' batches, and ``yielded``."""
+        epoch = self.epoch if epoch is None else epoch
+        plan = self._rank_plan(epoch, num_workers)
+        planned = int(plan.report.rank_frames[self.data_rank])
+        yielded = int(self._evened(epoch, num_workers, plan)[self.data_rank].sum())
+        return {"planned": planned, "yielded": yielded,
+                "repeated": max(0, yielded - planned), "dropped": max(0, planned - yielded)}
+
+    def _evened(self, epoch: int | None, num_workers: int, plan: ShardPlan | None = None
+                ) -> np.ndarray:
+        plan = self._rank_plan(epoch, num_workers) if plan is None else plan
+        return even_counts(plan.report.worker_frames, worker_parts(num_workers), self.even_mode)
 
     def batches_per_rank(
         self, batch_size: int, num_workers: int, drop_last: bool = False, epoch: int | None = None
     ) -> list[int]:
-        """Batches every rank's DataLoader yields in ``epoch``, one entry per data-parallel group.
-
-        Ranks are balanced by samples, not made equal, so the counts can differ by a few; a DDP
-        loop stops every rank at ``min(...)`` so that no rank waits alone in a collective.
-        """
+        """Batches every rank's DataLoader yields in ``epoch``, one entry per data-parallel group:
+        all equal (``even_batches``), unless ``even_batches="none"``, when ranks balanced by
+        samples can differ by a few batches."""
         return rank_batch_counts(
             self.plan_units, self.resume_settings(batch_size, num_workers, drop_last),
             epoch=self.epoch if epoch is None else epoch, groups=self.pool_maker.plan_groups,
         )
+
+    def track(self, loader: Any) -> Iterator[Any]:
+        """As :meth:`TrackedReader.track`; the epoch's repeats or drops (to even out the ranks'
+        batches) are logged once and kept in the checkpoint's ``extra["evened"]``."""
+        iterator = super().track(loader)
+        tracker = self._tracker
+        if tracker is not None and self.even_mode != "none":
+            evened = self.evened_anchors(loader.num_workers, tracker.epoch)
+            tracker.extra["evened"] = evened
+            if evened["repeated"] or evened["dropped"]:
+                log.info(
+                    "epoch %d: rank %d %s %d of its %d anchors so that every rank yields the "
+                    "same number of batches (even_batches=%r)", tracker.epoch, self.data_rank,
+                    "repeats" if evened["repeated"] else "drops",
+                    evened["repeated"] or evened["dropped"], evened["planned"], self.even_mode)
+        return iterator
 
     def __len__(self) -> int:
         return self.rank_samples()
@@ -161,21 +201,59 @@ class StreamingReader(TrackedReader):
 
     def worker_pipeline(
         self, position: ResumePosition, num_workers: int, worker_id: int
-    ) -> UnitPipeline | None:
-        """The pipeline DataLoader worker ``worker_id`` runs (None when the plan leaves it idle)."""
+    ) -> UnitPipeline | PipelineChain | None:
+        """The pipeline DataLoader worker ``worker_id`` runs (None when the plan leaves it idle):
+        its own anchors, evened out (:mod:`~feedline.streaming.schedule.even`) to the count
+        every rank's worker of its rank yields, by repeats after them or by stopping early."""
         due = self._remainder(position)  # None: every sample of one source once
         lengths: Mapping[int, int] = self.plan_units if due is None else due.lengths
         lengths, world, rank = self._worker_world(lengths)
-        plan = plan_shards_arrays(
+        shard_plan = plan_shards_arrays(
             self.pool_maker.plan_input(lengths), world_size=world, num_workers=num_workers,
             seed=self.seed,
             epoch=position.epoch, groups=self.pool_maker.plan_groups,
-        ).parts[rank]
+        )
+        plan = shard_plan.parts[rank]
         part = position.part_for_worker(worker_id)
-        if part >= len(plan):
+        mode = self.settings.value("even_batches") if world > 1 else "none"
+        target = int(even_counts(shard_plan.report.worker_frames, worker_parts(num_workers),
+                                 mode)[rank, part])
+        own = shard_plan.report.worker_frames[rank][part] if part < len(plan) else 0
+        offset = position.offset_for_worker(worker_id)
+        if target == 0 or offset >= target:
             return None
-        order = plan[part]  # an int64 array: no Python object per unit on a worker's start
+        # an idle worker that must pad repeats anchors of the rank's first part
+        source = part if part < len(plan) else 0
+        order = plan[source]  # an int64 array: no Python object per unit on a worker's start
         slot = replace(self.slot, num_workers=num_workers, worker_id=worker_id)
+        checked = self._worker_budget(order, num_workers)  # a unit too large: before any fetch
+        self._check_worker(num_workers)
+        pool = self.pool_maker(
+            order, epoch=position.epoch, rank=self.data_rank, part=source,
+            num_workers=num_workers, remainder=due, **self._pool_options(),
+        )
+        resident = pool.resident_limit + int(self.settings.value("prefetch"))
+
+        def pipeline(units: np.ndarray, anchors: np.ndarray) -> UnitPipeline:
+            nonlocal checked
+            budget, checked = checked or self._worker_budget(order, num_workers), None
+            budget.max_episodes = max(budget.max_episodes, resident)
+            return self.make_pipeline(units, anchors, fetch_order(units), budget, slot)
+
+        if target <= own:  # its own anchors, the first ``target`` of them
+            pool.skip(offset)
+            return pipeline(*pool.take(target - offset))
+        units, anchors = pool.take(pool.anchors_remaining)
+        picks = pad_positions(units.size, target - own, seed=self.seed, epoch=position.epoch,
+                              rank=self.data_rank, part=part)
+        repeats = units[picks], anchors[picks]
+        after = max(0, offset - own)
+        first = pipeline(units[offset:], anchors[offset:]) if offset < own else None
+        return PipelineChain(first, lambda: pipeline(repeats[0][after:], repeats[1][after:]))
+
+    def _worker_budget(self, order: np.ndarray, num_workers: int) -> ByteBudget:
+        """A worker's share of the byte budget, every unit of ``order`` checked to fit in it
+        (a pipeline closes its budget, so the repeats of a padded worker get a second one)."""
         settings = self.settings
         prefetch = int(settings.value("prefetch"))
         budget = ByteBudget.for_worker(
@@ -191,12 +269,4 @@ class StreamingReader(TrackedReader):
         if isinstance(sizes, Mapping):
             sizes = aligned(order, sizes, "unit_bytes")
         budget.check_size_arrays(order, sizes)
-        self._check_worker(num_workers)
-        pool = self.pool_maker(
-            order, epoch=position.epoch, rank=self.data_rank, part=part, num_workers=num_workers,
-            remainder=due, **self._pool_options(),
-        )
-        budget.max_episodes = max(budget.max_episodes, pool.resident_limit + prefetch)
-        pool.skip(position.offset_for_worker(worker_id))
-        units, anchors = pool.take(pool.anchors_remaining)
-        return self.make_pipeline(units, anchors, fetch_order(units), budget, slot)
+        return budget

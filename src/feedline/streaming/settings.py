@@ -2,7 +2,7 @@
 
 Why here: the episode reader and the token reader run on the same plan, pools, byte budget,
 pipeline and resume, so the knobs those read (pool size, strategy, prefetch, byte budget, fetch
-and assembly threads, queue, seed, order change, outage, replication) are one row each in
+and assembly threads, queue, seed, order change, outage, replication, evening out) are one row each in
 :data:`FLOOR_ROWS`: one unit (the byte budget is GiB in both readers), one validation, one
 checkpoint key. A reader declares its settings as a frozen dataclass on
 :class:`ReaderSettings`, one field per row: a floor row through :func:`floor_field` (the reader
@@ -57,6 +57,12 @@ def _strategy(value: Any) -> str:
 
     get_strategy(value, setting="sampling_strategy")
     return value
+
+
+def _even_mode(value: Any) -> str:
+    from feedline.streaming.schedule.even import check_even_mode  # numpy: only when checked
+
+    return check_even_mode(value)
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,10 @@ FLOOR_ROWS: dict[str, Setting] = {row.keyword: row for row in (
            float, minimum=0, above=True),
     _floor("replication", 1, "ranks", "consecutive ranks that read the same samples", int,
            minimum=1),
+    _floor("even_batches", "pad", "mode",
+           "every rank yields the same number of batches: each worker repeats a few of its own "
+           "anchors (`pad`), drops its last ones (`drop`), or neither (`none`)", str,
+           check=_even_mode),
 )}
 
 

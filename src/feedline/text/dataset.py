@@ -152,6 +152,10 @@ class TokenDataset(StreamingReader, IterableDataset):
             epoch stops with one line naming the store. Default 60.
         replication: N consecutive ranks read identical windows (tensor or context
             parallelism); the plan and the checkpoint count ``world_size // N`` groups. Default 1.
+        even_batches: how every rank comes to the same number of batches in each epoch, for
+            any batch size: ``"pad"`` (each worker repeats a few of its own windows, counted
+            by :meth:`evened_anchors`), ``"drop"`` (it stops before its last ones) or
+            ``"none"``. Default ``"pad"``.
         storage_options: for the store of a root given as a path or URL. Default ``None``.
         token_size: bytes per token of a folder with neither a manifest nor ``.ds.metadata``.
             Default ``None``: the manifest's or ``.ds.metadata``'s.
@@ -187,6 +191,7 @@ class TokenDataset(StreamingReader, IterableDataset):
         allow_order_change: bool = DEFAULTS.allow_order_change,
         outage_s: float = DEFAULTS.outage_s,
         replication: int = DEFAULTS.replication,
+        even_batches: str = DEFAULTS.even_batches,
         storage_options: Mapping[str, Any] | None = None,
         token_size: int | None = None,
         **renamed: Any,
@@ -198,7 +203,7 @@ class TokenDataset(StreamingReader, IterableDataset):
             pool_size=pool_size, prefetch_chunks=prefetch_chunks, fetch_threads=fetch_threads,
             assemble_threads=assemble_threads, queue_size=queue_size, seed=seed,
             allow_order_change=allow_order_change, outage_s=outage_s, replication=replication,
-            **renamed_keywords(renamed, given),
+            even_batches=even_batches, **renamed_keywords(renamed, given),
         )
         self.labels, self.return_positions = bool(labels), bool(return_positions)
         self.return_index = bool(return_index)

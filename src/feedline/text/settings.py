@@ -1,7 +1,7 @@
 """``TokenDataset``'s settings: the floor's rows under the token reader's keywords, and its own.
 
 Why a table: the knobs the scheduler reads (pool, strategy, prefetch, byte budget, threads,
-queue, seed, outage, replication) are the floor's rows (:data:`~feedline.streaming.settings.FLOOR_ROWS`),
+queue, seed, outage, replication, evening out) are the floor's rows (:data:`~feedline.streaming.settings.FLOOR_ROWS`),
 with the same unit and checks as the episode reader's: the byte budget is ``byte_budget_gb`` in
 both. Keywords an earlier release took (``byte_budget_mb``, ``strategy``) still work, with a
 warning naming the new one.
@@ -34,6 +34,7 @@ class TextSettings(ReaderSettings):
         allow_order_change: resume under other order settings at an epoch boundary.
         outage_s: how long the store may fail before the epoch stops.
         replication: consecutive ranks that read identical windows.
+        even_batches: how every rank comes to the same number of batches (pad, drop, none).
     """
 
     pool_size: int = floor_field("pool_size", 64, unit="chunks per rank, /N per worker")
@@ -47,6 +48,7 @@ class TextSettings(ReaderSettings):
     allow_order_change: bool = floor_field("allow_order_change", False)
     outage_s: float = floor_field("outage_s", 60.0)
     replication: int = floor_field("replication", 1)
+    even_batches: str = floor_field("even_batches", "pad")
 
 
 #: The token reader's defaults, as one value: ``TokenDataset``'s signature reads them here, so a

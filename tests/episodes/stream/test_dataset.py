@@ -108,23 +108,27 @@ def test_dataloader_epoch_covers_every_frame_once_over_two_ranks(workers, av1_da
     ref = EpisodeDataset(root=av1_http, delta_timestamps=DELTAS)
     first = _global_index(ref)
     seen: list[tuple[int, int]] = []
+    repeats = 0
     for rank in range(2):
         ds = StreamingEpisodeDataset(
             root=av1_http, delta_timestamps=DELTAS, rank=rank, world_size=2,
             episode_pool_size=2, byte_budget_gb=0.01,
         )
         assert len(ds) == ds.rank_frames(0)
-        expected_batches = ds.batches_per_rank(4, workers)[rank]
+        expected_batches = ds.batches_per_rank(4, workers)
+        assert len(set(expected_batches)) == 1  # evened out: every rank the same
+        repeats += ds.evened_anchors(workers)["repeated"]
         mine, batches = [], 0
         for batch in ds.track(_loader(ds, workers)):
             batches += 1
             for item in _unbatch(batch):  # collated in the worker, compared here
                 assert_same_sample(item, ref, first)
                 mine.append(_key(item))
-        assert len(mine) == ds.rank_frames(0) and batches == expected_batches
+        assert len(mine) == ds.rank_samples(0, workers) and batches == expected_batches[rank]
         assert ds.epoch == 1  # the tracked loop ran to the end: the next epoch is next
         seen += mine
-    assert sorted(seen) == [av1_dataset.locate(i) for i in range(av1_dataset.total_frames)]
+    every = [av1_dataset.locate(i) for i in range(av1_dataset.total_frames)]
+    assert set(seen) == set(every) and len(seen) - len(every) == repeats
 
 
 def test_spawned_workers(av1_dataset, av1_http):

@@ -249,5 +249,5 @@ def test_state_stays_a_few_integers() -> None:
     second = Ranks(lengths, replace(s, world_size=2, num_workers=1), first.state(0))
     second.step(3)
     state = second.state(0)
-    assert state["history"] == [[4, 2, 3, 0, 6]]
+    assert state["history"] == [[4, 2, 3, 0, 6, 2]]  # the last: even_batches "none"
     assert state["batches_consumed_on_rank"] == 3

@@ -124,6 +124,12 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, StreamingReader, IterableDatas
             tensor or context parallelism (MosaicML Streaming's ``replication``): the plan,
             exact coverage and the checkpoint count the ``world_size // N`` data-parallel
             groups. ``world_size`` must be divisible by N. Default 1.
+        even_batches: how every rank (every data-parallel group) comes to the same number of
+            batches in each epoch, so a DDP loop never waits alone in a collective: ``"pad"``
+            (each DataLoader worker repeats a few of its own anchors after all of them, counted
+            by :meth:`evened_anchors`), ``"drop"`` (it stops before its last ones) or
+            ``"none"`` (the plan's counts, which differ by up to an episode). It holds for any
+            batch size and ``drop_last``. Default ``"pad"``.
         sources: a mixture instead of one dataset: a list of
             :class:`~feedline.episodes.mixture.sources.Source` (or dicts of its keys, or bare roots), or a
             :class:`~feedline.episodes.mixture.sources.Mixture`. Each source gives exactly its count of
@@ -163,6 +169,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, StreamingReader, IterableDatas
         allow_order_change: bool = DEFAULTS.allow_order_change,
         outage_s: float = DEFAULTS.outage_s,
         replication: int = DEFAULTS.replication,
+        even_batches: str = DEFAULTS.even_batches,
         sources: Sequence[Source | Mapping[str, Any] | str] | Mixture | None = None,
         epoch_size: int | None = None,
         batching: str = "random",
@@ -175,7 +182,7 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, StreamingReader, IterableDatas
             decoded_cache_gb=decoded_cache_gb,
             decoder_cache_size=source_options.get("decoder_cache_size"),
             max_num_shards=max_num_shards, seed=seed, allow_order_change=allow_order_change,
-            outage_s=outage_s, replication=replication,
+            outage_s=outage_s, replication=replication, even_batches=even_batches,
         )
         if rank is None and world_size is None:
             rank, world_size = resolve_rank_and_world()

@@ -35,6 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from feedline.streaming.schedule.even import EVEN_MODES, even_counts
 from feedline.streaming.schedule.loader import batches_per_worker, worker_offsets
 from feedline.streaming.schedule.plan import EpisodeLengths, ShardPlan, plan_shards_arrays
 from feedline.streaming.schedule.pool import EpisodePool, aligned, aligned_columns, sorted_columns
@@ -69,6 +70,9 @@ class Stage:
         batch_size: samples per batch.
         drop_last: whether each worker's partial last batch was dropped.
         batches: batches every rank consumed (lockstep; a rank with fewer took all of its own).
+        even: how its ranks' batches were evened out
+            (:data:`~feedline.streaming.schedule.even.EVEN_MODES`). Default ``"none"``: what
+            checkpoints of five integers ran under.
     """
 
     world_size: int
@@ -76,15 +80,21 @@ class Stage:
     batch_size: int
     drop_last: bool
     batches: int
+    even: str = "none"
 
     def to_list(self) -> list[int]:
-        """The checkpoint form: five integers."""
-        return [int(v) for v in astuple(self)]
+        """The checkpoint form: six integers (the last is the evening-out mode's number)."""
+        values = astuple(self)[:-1]
+        return [*(int(v) for v in values), EVEN_MODES.index(self.even)]
 
     @classmethod
     def from_list(cls, values: Sequence[int]) -> Stage:
-        w, k, b, drop, n = (int(v) for v in values)
-        return cls(w, k, b, bool(drop), n)
+        w, k, b, drop, n, *rest = (int(v) for v in values)
+        mode = rest[0] if rest else EVEN_MODES.index("none")
+        if len(rest) > 1 or not 0 <= mode < len(EVEN_MODES):
+            raise ValueError(f"a stage is 5 or 6 integers with an evening-out mode below "
+                             f"{len(EVEN_MODES)}, not {list(values)}")
+        return cls(w, k, b, bool(drop), n, EVEN_MODES[mode])
 
     def describe(self) -> str:
         return f"{self.world_size} rank(s) x {self.num_workers} worker(s) x batch {self.batch_size}"
@@ -275,12 +285,15 @@ def consumed_by_worker(
         epoch=epoch, groups=make_pool.plan_groups,
     )
     parts = worker_parts(stage.num_workers)
+    evened = even_counts(plan.report.worker_frames, parts, stage.even)
     for rank, frames_of in enumerate(plan.report.worker_frames):
-        counts = list(frames_of) + [0] * (parts - len(frames_of))
+        counts = evened[rank].tolist()
         total = sum(batches_per_worker(counts, stage.batch_size, stage.drop_last))
         offsets = worker_offsets(counts, stage.batch_size, stage.drop_last,
                                  min(stage.batches, total))
         for part, offset in enumerate(offsets):
+            # a padded worker's repeats come after all of its own anchors: they consume none
+            offset = min(offset, frames_of[part] if part < len(frames_of) else 0)
             if offset:
                 pool = make_pool(plan.parts[rank][part], epoch=epoch, rank=rank, part=part,
                                  num_workers=stage.num_workers, remainder=remainder,

@@ -51,6 +51,7 @@ from feedline.streaming.schedule.elastic import (
     epoch_start,
     remainder_after,
 )
+from feedline.streaming.schedule.even import EVEN_MODES, even_counts
 from feedline.streaming.schedule.loader import (
     batches_per_worker,
     loader_batches,
@@ -126,6 +127,9 @@ class ResumeSettings:
             data ranks alone fix the order. Default 1 (checkpoints from before it: 1).
         mixture: the sources, their quotas and the batching of a mixture, as one line (a
             changed weight is refused by name). Default empty: one dataset, every frame once.
+        even_batches: how the ranks' batches are evened out
+            (:mod:`~feedline.streaming.schedule.even`); ``"none"`` on one data rank, where
+            there is nothing to even. Default ``"none"``: checkpoints from before it.
     """
 
     seed: int
@@ -138,6 +142,7 @@ class ResumeSettings:
     sampler_identity: str
     replication: int = 1
     mixture: str = ""
+    even_batches: str = "none"
 
     @classmethod
     def for_reader(
@@ -151,6 +156,7 @@ class ResumeSettings:
             num_workers=int(num_workers), drop_last=bool(drop_last),
             sampler_identity=sampler_identity, replication=settings.value("replication"),
             mixture=mixture,
+            even_batches=settings.value("even_batches") if world_size > 1 else "none",
         )
 
     @property
@@ -202,7 +208,7 @@ class ResumeState(ResumeSettings):
         if not version_checked:
             check_state_version(state, STATE_VERSION, stage=STATE_STAGE)
         names = [f.name for f in fields(cls)]
-        optional = ("extra", "history", "replication", "mixture")
+        optional = ("extra", "history", "replication", "mixture", "even_batches")
         missing = [n for n in names if n not in state and n not in optional]
         if missing:
             raise ResumeMismatchError(f"episode reader state lacks {', '.join(missing)}")
@@ -240,14 +246,16 @@ def _check_types(state: Mapping[str, Any]) -> None:
             raise bad(key, "text")
     if "mixture" in state and not isinstance(state["mixture"], str):
         raise bad("mixture", "text")
+    if "even_batches" in state and state["even_batches"] not in EVEN_MODES:
+        raise bad("even_batches", f"one of {', '.join(EVEN_MODES)}")
     for key in ("pool_settings", "extra"):
         if key in state and not isinstance(state[key], Mapping):
             raise bad(key, "a mapping")
     history = state.get("history", [])
     if not isinstance(history, list) or not all(
-            isinstance(stage, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in stage)
+            isinstance(stage, list) and len(stage) in (5, 6) and all(isinstance(n, int) and not isinstance(n, bool) for n in stage)
             for stage in history):
-        raise bad("history", "a list of stages (lists of whole numbers)")
+        raise bad("history", "a list of stages (lists of 5 or 6 whole numbers)")
     if len(history) > MAX_STAGES:
         raise bad("history", f"at most {MAX_STAGES} stages")
 
@@ -259,34 +267,33 @@ def _epoch_lengths(units: EpisodeLengths | EpochUnits, epoch: int) -> EpisodeLen
 
 def rank_worker_counts(
     episode_lengths: EpisodeLengths | EpochUnits, *, world_size: int, num_workers: int, seed: int,
-    epoch: int, rank: int, groups: Any = None,
+    epoch: int, rank: int, groups: Any = None, even: str = "none",
 ) -> list[int]:
-    """Anchors per DataLoader worker of ``rank`` (zeros for workers the plan leaves idle);
-    ``groups`` as for :func:`~feedline.streaming.schedule.plan.plan_shards_arrays`."""
+    """Anchors per DataLoader worker of ``rank`` (zeros for workers the plan leaves idle), once
+    evened out under ``even``; ``groups`` as for
+    :func:`~feedline.streaming.schedule.plan.plan_shards_arrays`."""
     report = plan_shards_arrays(
-        _epoch_lengths(episode_lengths, epoch), groups=groups, world_size=world_size, num_workers=num_workers, seed=seed, epoch=epoch
+        _epoch_lengths(episode_lengths, epoch), groups=groups, world_size=world_size,
+        num_workers=num_workers, seed=seed, epoch=epoch,
     ).report
-    counts = list(report.worker_frames[rank])
-    return counts + [0] * (worker_parts(num_workers) - len(counts))
+    return even_counts(report.worker_frames, worker_parts(num_workers), even)[rank].tolist()
 
 
 def rank_batch_counts(
     episode_lengths: EpisodeLengths | EpochUnits, settings: ResumeSettings, *, epoch: int,
     groups: Any = None,
 ) -> list[int]:
-    """Batches every rank's loader yields in ``epoch``.
-
-    Ranks are balanced by frames, not made equal, so their batch counts can differ by a few;
-    a DDP loop must stop every rank at ``min(...)`` (or pad) so no rank waits in a collective.
-    """
+    """Batches every rank's loader yields in ``epoch``: all equal unless ``even_batches`` is
+    ``"none"``, when ranks balanced by frames can differ by a few batches."""
     plan = plan_shards_arrays(
         _epoch_lengths(episode_lengths, epoch), world_size=settings.world_size, groups=groups,
         num_workers=settings.num_workers,
         seed=settings.seed, epoch=epoch,
     )
+    evened = even_counts(plan.report.worker_frames, settings.parts, settings.even_batches)
     return [
-        sum(batches_per_worker(list(frames), settings.batch_size, settings.drop_last))
-        for frames in plan.report.worker_frames
+        sum(batches_per_worker(row, settings.batch_size, settings.drop_last))
+        for row in evened.tolist()
     ]
 
 
@@ -344,7 +351,7 @@ class ResumePosition:
 
 
 #: The settings a resume may change in the middle of an epoch (elastic resume).
-TOPOLOGY = ("world_size", "num_workers", "batch_size", "drop_last")
+TOPOLOGY = ("world_size", "num_workers", "batch_size", "drop_last", "even_batches")
 #: Recorded but not compared: at the same data world size another replication reads the same.
 UNCOMPARED = ("replication",)
 
@@ -395,7 +402,7 @@ def resume_position(
         return _boundary_position(state, lengths, what, current.parts)
     if make_pool is None:
         make_pool = current.pool_maker(epoch_start(lengths, epoch).lengths)
-    history = tuple(tuple(int(v) for v in stage) for stage in state.history)
+    history = tuple(tuple(Stage.from_list(stage).to_list()) for stage in state.history)
     if diffs:
         return _elastic_position(state, current, lengths, history, make_pool)
     position = ResumePosition(epoch, 0, (0,) * current.parts, True, history=history)
@@ -404,6 +411,7 @@ def resume_position(
         _epoch_lengths(lengths, epoch) if due is None else due.lengths,
         world_size=current.world_size, groups=make_pool.plan_groups,
         num_workers=current.num_workers, seed=current.seed, epoch=epoch, rank=rank,
+        even=current.even_batches,
     )
     per_worker = batches_per_worker(counts, current.batch_size, current.drop_last)
     batches = state.batches_consumed_on_rank
@@ -431,7 +439,7 @@ def _elastic_position(
 ) -> ResumePosition:
     """Mid-epoch resume under another topology: the checkpoint's becomes a stage of history."""
     stage = Stage(state.world_size, state.num_workers, state.batch_size, state.drop_last,
-                  state.batches_consumed_on_rank)
+                  state.batches_consumed_on_rank, state.even_batches)
     if len(history) >= MAX_STAGES:
         raise ResumeMismatchError(
             f"epoch {state.epoch} already ran under {len(history) + 1} topologies, the most one "
@@ -444,7 +452,8 @@ def _elastic_position(
     assert due is not None
     if not due.lengths:  # nothing left of the epoch: start the next one
         return ResumePosition(state.epoch + 1, 0, (0,) * current.parts, True)
-    new = Stage(current.world_size, current.num_workers, current.batch_size, current.drop_last, 0)
+    new = Stage(current.world_size, current.num_workers, current.batch_size, current.drop_last, 0,
+                current.even_batches)
     message = (
         f"resuming epoch {state.epoch} after {stage.batches} batch(es) under {stage.describe()} "
         f"with {new.describe()}: the anchor order changes; the {due.total} anchor(s) not yet "
@@ -461,6 +470,7 @@ def _boundary_position(
     counts = rank_worker_counts(
         episode_lengths, world_size=state.world_size, num_workers=state.num_workers,
         seed=state.seed, epoch=state.epoch, rank=min(state.rank, state.world_size - 1),
+        even=state.even_batches,
     )
     total = sum(batches_per_worker(counts, state.batch_size, state.drop_last))
     done = state.batches_consumed_on_rank
@@ -522,6 +532,8 @@ class ConsumptionTracker(Stateful):
         self.batches_consumed = 0
         self.samples_consumed = 0
         self.position = ResumePosition(epoch, 0, (0,) * settings.parts, True)
+        #: What the reader adds to the checkpoint's ``extra`` (the epoch's repeats and drops).
+        self.extra: dict[str, Any] = {}
 
     def record_batch(self, num_samples: int) -> None:
         """The training loop took one batch of ``num_samples`` samples."""
@@ -541,6 +553,7 @@ class ConsumptionTracker(Stateful):
             batches_consumed_on_rank=self.batches_consumed,
             samples_consumed_on_rank=self.samples_consumed,
             history=[list(stage) for stage in self.position.history],
+            extra=dict(self.extra),
         ))
 
     def restore_state(self, state: Mapping[str, Any]) -> None:
