@@ -9,6 +9,13 @@ Datasets (AV1, LeRobot's default encoding, two cameras), chosen with ``--dataset
   (``bench/lerobot_dataset.py``, run once with ``--lerobot-python`` into ``--cache-dir``):
   96x128, 80 episodes of 60-240 frames, ~6 MP4s per camera splitting at different episodes;
 * ``wide`` - synth: 1,000 short episodes (12 frames) at 96x128, GOP 2.
+* ``medium`` - synth in the shape of ``lerobot-medium`` (80 episodes of 60-240 frames, seeded
+  alike, 96x128), for figures that need unequal episodes without LeRobot's writer.
+
+``--ranks N`` measures only several ranks at once (``bench/ranks.py``): N spawned rank processes,
+each with its own DataLoader workers, read one epoch over the same nginx, against one rank
+alone in the same run; per rank samples/s, the batches each took (equal: ``even_batches``) and
+the share of anchors repeated to even them out.
 
 Every reader runs one epoch through a real ``DataLoader`` (2 workers, batch 16,
 ``prefetch_factor=4``) with the windows ``cam_high: [-2, -1, 0] / fps`` and
@@ -79,6 +86,7 @@ DATASETS = {  # name: (width, height, episodes, frames per episode, motion, nois
     "small": (128, 96, 80, 150, 0, 10),
     "large": (640, 480, 24, 60, 2, 4),
     "wide": (128, 96, 1000, 12, 0, 10),
+    "medium": (128, 96, 80, (60, 240), 0, 10),  # LeRobot medium's shape, feedline's writer
 }
 LEROBOT_DATASET = "lerobot-medium"  # written by LeRobot's own writer, cached in --cache-dir
 
@@ -377,18 +385,25 @@ def write_dataset(name: str, root: Path, quick: bool, scale: int = 1) -> tuple[P
     width, height, episodes, frames, motion, noise = DATASETS[name]
     episodes *= scale
     if quick:
-        episodes, frames = max(4, episodes // 10), frames // 3
+        episodes = max(4, episodes // 10)
+        frames = tuple(f // 3 for f in frames) if isinstance(frames, tuple) else frames // 3
+    spread = frames if isinstance(frames, tuple) else None
+    if spread is not None:  # seeded lengths, as bench/lerobot_dataset.py draws them
+        frames = np.random.default_rng(0).integers(spread[0], spread[1] + 1, episodes).tolist()
     common = dict(cameras=CAMERAS, fps=FPS, width=width, height=height, motion=motion,
                   noise=noise, vcodec="libsvtav1")
-    probe = write_synthetic_dataset(root / f"{name}-probe", episodes=1, frames_per_episode=frames,
+    mean = int(np.mean(frames))
+    probe = write_synthetic_dataset(root / f"{name}-probe", episodes=1, frames_per_episode=mean,
                                     **common)
     per_episode = sum(f.stat().st_size for f in probe.root.rglob("*.mp4")) / len(CAMERAS)
+    per_episode *= (sum(frames) / episodes if spread else frames) / mean
     file_mb = per_episode * episodes / 6 / 2**20  # about 6 MP4 files per camera
     write_synthetic_dataset(root / name, episodes=episodes, frames_per_episode=frames,
                             video_files_size_in_mb=file_mb, **common)
     files = len(list((root / name / "videos" / CAMERAS[0]).rglob("*.mp4")))
-    kb = per_episode / frames / 1024
-    return root / name, (f"{width}x{height}, {episodes} episodes x {frames} frames, "
+    kb = per_episode * episodes / (sum(frames) if spread else frames * episodes) / 1024
+    shown = f"{spread[0]}-{spread[1]}" if spread else frames
+    return root / name, (f"{width}x{height}, {episodes} episodes x {shown} frames, "
                          f"{len(CAMERAS)} cameras, {files} MP4 files per camera, {kb:.1f} KB/frame")
 
 
@@ -465,6 +480,8 @@ def main() -> int:
                         help="only the mixture figure: three sources against one dataset")
     parser.add_argument("--episodes-x", type=int, default=1, metavar="K",
                         help="K times each dataset's episodes (a longer epoch, e.g. for --outage)")
+    parser.add_argument("--ranks", type=int, default=None, metavar="N",
+                        help="only the ranks figure: N rank processes at once against one alone")
     parser.add_argument("--repeats", type=int, default=1,
                         help="rounds of every reader, interleaved; medians (and the median of "
                              "each round's ratios) are reported, which a noisy machine needs")
@@ -498,6 +515,15 @@ def main() -> int:
                 url = f"{server.url}/{name}"
                 print(f"{name}: {shape}", flush=True)
                 run_streaming(url, args, epochs=1)  # warm-up: builds the sidecar, warms caches
+                if args.ranks:
+                    from bench.ranks import ranks_row, run_ranks
+
+                    alone = run_ranks(url, 1, args.workers, args.batch_size, deltas())[0]
+                    ranks = run_ranks(url, args.ranks, args.workers, args.batch_size, deltas())
+                    print(f"  alone: {json.dumps(alone)}\n  {args.ranks} ranks: {json.dumps(ranks)}",
+                          flush=True)
+                    rows.append(ranks_row(name, shape, alone, ranks))
+                    continue
                 if args.outage is not None:
                     out = run_outage(server, url, args)
                     clean, hit = out["clean"], out["outage"]
@@ -554,6 +580,13 @@ def main() -> int:
                               f"{m['peak_decoded_bytes'] / 2**20:.0f} MiB per worker, peak PSS "
                               f"{run['pss_mib']:.0f} MiB per worker", flush=True)
     print()
+    if args.ranks:
+        print(f"| dataset | one rank alone, samples/s | each of {args.ranks} ranks (vs alone) "
+              f"| all {args.ranks} ranks | batches per rank | anchors repeated to even out |")
+        print("|---|---|---|---|---|---|")
+        for row in rows:
+            print(row)
+        return 0
     if args.outage is not None:
         print(f"| dataset | streaming, clean epoch | streaming, nginx down {args.outage:g} s "
               "| outage / clean |")
