@@ -42,6 +42,7 @@ from feedline.streaming.schedule.elastic import PoolMaker
 from feedline.streaming.schedule.mixture import MixtureUnits, source_counts
 from feedline.streaming.schedule.plan import plan_shards_arrays, resolve_rank_and_world
 from feedline.streaming.schedule.slot import WorkerSlot
+from feedline.text.boundaries import document_starts, segments, window_loss_mask
 from feedline.text.corpus import TokenCorpus
 from feedline.text.errors import TextError
 from feedline.text.settings import DEFAULTS, TextSettings, renamed_keywords
@@ -62,7 +63,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Chunk:
-    """One fetched chunk: its tokens and what positions need (the file's document ends)."""
+    """One fetched chunk: its tokens, its loss bytes (``None``: no ``.ds.loss`` or none asked
+    for) and what boundaries need (the file's document ends)."""
 
     tokens: np.ndarray
     start: int  # the chunk's first token in its file
@@ -70,6 +72,31 @@ class _Chunk:
     fetched_bytes: int
     first_window: int  # the chunk's first window in its source (files in order)
     source: int
+    loss: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """What a window's sample holds besides its tokens (the keywords of the same names)."""
+
+    labels: bool = False
+    positions: bool = False
+    index: bool = False
+    sequence_id: bool = False
+    cu_seqlens: bool = False
+    loss_mask: bool = False
+    boundary: str = "eos"
+    mask_after_eos: bool = False
+    mask_document_start: bool = False
+    ignore_index: int | None = None
+
+    @property
+    def segments(self) -> bool:
+        return self.sequence_id or self.cu_seqlens or (self.positions and self.boundary != "eos")
+
+    @property
+    def masking(self) -> bool:
+        return self.loss_mask or self.ignore_index is not None
 
 
 class _UnitBytes(Mapping[int, int]):
@@ -96,20 +123,42 @@ def _fetch(corpora: list[TokenCorpus], tables: list[ChunkTable], file_windows: l
     file = int(table.file[chunk])
     start, end = table.token_range(chunk, seq_len)
     tokens = corpus.read_tokens(file, start, end)
+    loss = corpus.read_loss(file, start, end) if corpus.with_loss else None
     first = int(file_windows[source][file]) + int(table.first[chunk])
-    return _Chunk(tokens, start, corpus.doc_ends[file], tokens.nbytes, first, source)
+    fetched = tokens.nbytes + (0 if loss is None else loss.nbytes)
+    return _Chunk(tokens, start, corpus.doc_ends[file], fetched, first, source, loss)
 
 
-def _assemble(span: int, labels: bool, with_positions: bool, with_index: bool, chunk: _Chunk,
-              window: int) -> dict[str, Any]:
+def _assemble(span: int, fields: _Fields, chunk: _Chunk, window: int) -> dict[str, Any]:
     at = window * span
     ids = torch.from_numpy(chunk.tokens[at : at + span].astype(np.int64))
     item: dict[str, Any]
-    item = {"input_ids": ids[:-1], "labels": ids[1:]} if labels else {"input_ids": ids}
-    if with_positions:
-        pos = torch.from_numpy(positions(chunk.doc_ends, chunk.start + at, span))
-        item["positions"] = pos[:-1] if labels else pos
-    if with_index:
+    item = {"input_ids": ids[:-1], "labels": ids[1:]} if fields.labels else {"input_ids": ids}
+    length = span - 1 if fields.labels else span  # the boundaries are the input tokens'
+    first = chunk.start + at  # the window's first token in its file
+    if fields.segments:
+        starts = document_starts(chunk.doc_ends, first, length, fields.boundary)
+        pos, sequence_id, cu = segments(starts, length)
+        if fields.positions:
+            item["positions"] = torch.from_numpy(pos)
+        if fields.sequence_id:
+            item["sequence_id"] = torch.from_numpy(sequence_id)
+        if fields.cu_seqlens:
+            item["cu_seqlens"] = torch.from_numpy(cu)
+            item["cu_seqlens_count"] = int(starts.size) + 1
+    elif fields.positions:
+        item["positions"] = torch.from_numpy(positions(chunk.doc_ends, first, length))
+    if fields.masking:
+        target = at + 1 if fields.labels else at  # the loss is taken on the labels' tokens
+        stored = None if chunk.loss is None else chunk.loss[target : at + span]
+        mask = torch.from_numpy(window_loss_mask(
+            stored, chunk.doc_ends, chunk.start + target, length, boundary=fields.boundary,
+            after_eos=fields.mask_after_eos, document_start=fields.mask_document_start))
+        if fields.loss_mask:
+            item["loss_mask"] = mask
+        if fields.ignore_index is not None:
+            item["labels"] = item["labels"].masked_fill(~mask, fields.ignore_index)
+    if fields.index:
         item["window_index"] = chunk.first_window + window
         item["source_index"] = chunk.source
     return item
@@ -126,6 +175,23 @@ class TokenDataset(StreamingReader, IterableDataset):
             of ``input_ids`` of ``L + 1``. Default ``False``.
         return_positions: also yield ``positions``, restarting after every document end
             (datatrove's). Default ``False``.
+        boundary: which side of a document boundary the separator token is on: ``"eos"``
+            (documents end with it, datatrove's) or ``"bos"`` (it starts the document after it,
+            GPT-2's ``<|endoftext|>`` read as BOS); it places the document starts of
+            ``positions``, ``sequence_id``, ``cu_seqlens`` and ``mask_document_start``. Default ``"eos"``.
+        return_sequence_id: also yield ``sequence_id``, each token's document in the window
+            from 0 (llm-foundry's), for :func:`~feedline.text.boundaries.document_mask`. Default ``False``.
+        return_cu_seqlens: also yield ``cu_seqlens``, the window's cumulative document starts
+            (int32, padded with the length to length + 1 entries) and ``cu_seqlens_count``, how
+            many are real. Default ``False``.
+        return_loss_mask: also yield ``loss_mask`` (bool, aligned with ``labels``, else with
+            ``input_ids``): the ``.ds.loss`` bytes where the files have them (else all true),
+            less what the two options below drop. Default ``False``.
+        mask_after_eos: the loss mask drops the token after every document end (Megatron's
+            ``eod_mask_loss``). Default ``False``.
+        mask_document_start: the loss mask drops every document's first token. Default ``False``.
+        ignore_index: with ``labels=True``, labels the loss mask drops take this value (``-100``
+            is ``cross_entropy``'s default). Default ``None``: labels are left whole.
         return_index: also yield ``window_index``, the window's number in its source (files in
             order, as ``DatatroveFolderDataset`` numbers them), and ``source_index``. Default ``False``.
         seed: with the epoch, seeds the plan, the pools and a mixture's cycles. Default 1000;
@@ -187,6 +253,13 @@ class TokenDataset(StreamingReader, IterableDataset):
         allow_order_change: bool = DEFAULTS.allow_order_change,
         outage_s: float = DEFAULTS.outage_s,
         replication: int = DEFAULTS.replication,
+        boundary: str = DEFAULTS.boundary,
+        return_sequence_id: bool = DEFAULTS.return_sequence_id,
+        return_cu_seqlens: bool = DEFAULTS.return_cu_seqlens,
+        return_loss_mask: bool = DEFAULTS.return_loss_mask,
+        mask_after_eos: bool = DEFAULTS.mask_after_eos,
+        mask_document_start: bool = DEFAULTS.mask_document_start,
+        ignore_index: int | None = DEFAULTS.ignore_index,
         storage_options: Mapping[str, Any] | None = None,
         token_size: int | None = None,
         **renamed: Any,
@@ -198,17 +271,22 @@ class TokenDataset(StreamingReader, IterableDataset):
             pool_size=pool_size, prefetch_chunks=prefetch_chunks, fetch_threads=fetch_threads,
             assemble_threads=assemble_threads, queue_size=queue_size, seed=seed,
             allow_order_change=allow_order_change, outage_s=outage_s, replication=replication,
+            boundary=boundary, return_sequence_id=return_sequence_id, return_cu_seqlens=return_cu_seqlens,
+            return_loss_mask=return_loss_mask, mask_after_eos=mask_after_eos,
+            mask_document_start=mask_document_start, ignore_index=ignore_index,
             **renamed_keywords(renamed, given),
         )
         self.labels, self.return_positions = bool(labels), bool(return_positions)
         self.return_index = bool(return_index)
+        self.fields = self._fields()
         if rank is None and world_size is None:
             rank, world_size = resolve_rank_and_world()
         self.slot = WorkerSlot(rank=rank or 0, world_size=world_size or 1,
                                replication=self.settings.replication)
         self.sources: list[TokenSource] = as_sources(root_or_sources, storage_options)
         self.corpora = [TokenCorpus(s.root, dict(s.storage_options), token_size,
-                                    outage_s=self.settings.outage_s) for s in self.sources]
+                                    outage_s=self.settings.outage_s, with_loss=self.fields.masking)
+                        for s in self.sources]
         widths = {c.token_bytes for c in self.corpora}
         self.chunk_windows = chunk_windows or default_chunk_windows(seq_len, max(widths))
         check_int("chunk_windows", self.chunk_windows, minimum=1, error=TextError)
@@ -249,6 +327,19 @@ class TokenDataset(StreamingReader, IterableDataset):
             raise PlanError(f"{exc} (here: chunks of {self.chunk_windows} windows; a smaller chunk_windows "
                             "gives more chunks)") from None
         self._init_loop()
+
+    def _fields(self) -> _Fields:
+        """What a sample holds, with the combinations that could not mean anything refused."""
+        t = self.settings
+        if t.ignore_index is not None and not self.labels:
+            raise TextError("ignore_index masks labels: give labels=True too (or use loss_mask, "
+                            "return_loss_mask=True, with input_ids of L + 1)")
+        if (t.mask_after_eos or t.mask_document_start) and not (t.return_loss_mask or t.ignore_index is not None):
+            raise TextError("mask_after_eos and mask_document_start shape the loss mask: give "
+                            "return_loss_mask=True or ignore_index (e.g. -100) too")
+        return _Fields(self.labels, self.return_positions, self.return_index, t.return_sequence_id,
+                       t.return_cu_seqlens, t.return_loss_mask, t.boundary, t.mask_after_eos,
+                       t.mask_document_start, t.ignore_index)
 
     # ---- facts -------------------------------------------------------------------------------
     @property
@@ -320,8 +411,7 @@ class TokenDataset(StreamingReader, IterableDataset):
             units, anchors, order, self.unit_bytes,
             fetch=functools.partial(_fetch, self.corpora, self.tables, self.file_windows, self.units,
                                     self.seq_len),
-            assemble=functools.partial(_assemble, self.seq_len + 1, self.labels, self.return_positions,
-                                       self.return_index),
+            assemble=functools.partial(_assemble, self.seq_len + 1, self.fields),
             cache=budget, fetch_threads=self.settings.fetch_threads,
             assemble_threads=self.settings.assemble_threads, queue_size=self.settings.queue_size,
         )

@@ -25,11 +25,12 @@ import numpy as np
 from feedline.io.atomic import remove_stale_temps
 from feedline.run.outputs import InstallSet
 
-__all__ = ["INDEX_SUFFIX", "METADATA_SUFFIX", "TOKENS_SUFFIX", "ShardWriter", "metadata_text", "shard_files"]
+__all__ = ["INDEX_SUFFIX", "LOSS_SUFFIX", "METADATA_SUFFIX", "TOKENS_SUFFIX", "ShardWriter", "metadata_text", "shard_files"]
 
 TOKENS_SUFFIX = ".ds"
 INDEX_SUFFIX = ".ds.index"
 METADATA_SUFFIX = ".ds.metadata"
+LOSS_SUFFIX = ".ds.loss"
 _PREFIXES = ("", "k", "M", "G", "T", "P", "E", "Z", "Y", "R", "Q")
 
 
