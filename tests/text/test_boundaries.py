@@ -14,7 +14,12 @@ from torch.utils.data import DataLoader
 
 from feedline.streaming.errors import StreamingError
 from feedline.text import TokenDataset
-from feedline.text.boundaries import document_mask, document_starts, flat_cu_seqlens, window_loss_mask
+from feedline.text.boundaries import (
+    document_mask,
+    document_starts,
+    flat_cu_seqlens,
+    window_loss_mask,
+)
 from feedline.text.errors import TextError
 
 SEQ = 31
