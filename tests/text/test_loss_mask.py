@@ -243,3 +243,15 @@ def test_loss_masks_over_nginx_and_a_replaced_loss_file(qa_root, nginx_server):
     os.utime(path, (time.time() + 5, time.time() + 5))  # a new ETag even within a second
     with pytest.raises(TokenFileChangedError, match=r"tok-loss/qa\.ds\.loss: changed since the dataset was opened"):
         list(ds)
+
+
+def test_the_byte_budget_counts_the_loss_bytes_too(qa_root):
+    out, _ = qa_root
+    chunk_bytes = 4 * (SEQ + 1) * 3  # two bytes a token and one loss byte
+    ds = TokenDataset(out, SEQ, chunk_windows=4, pool_size=4, prefetch_chunks=1, return_loss_mask=True,
+                      byte_budget_gb=4 * chunk_bytes / 2**30)
+    assert sum(1 for _ in ds) == ds.windows
+    metrics = ds.metrics()
+    assert metrics["bytes_fetched"] == ds.windows * (SEQ + 1) * 3
+    assert 0 < metrics["peak_reserved_bytes"] <= 4 * chunk_bytes
+    assert ds.unit_bytes[0] == chunk_bytes

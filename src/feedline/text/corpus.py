@@ -255,6 +255,11 @@ class TokenCorpus:
                 f"is not below the manifest's vocabulary size {self.vocab_size}; the file is damaged")
         return tokens
 
+    @property
+    def held_bytes(self) -> int:
+        """Bytes a fetched token takes: its width, plus its loss byte when the files have one."""
+        return self.token_bytes + (1 if any(n is not None for n in self.loss_names) else 0)
+
     def read_loss(self, file: int, start: int, end: int) -> np.ndarray | None:
         """Loss bytes ``[start, end)`` of file ``file`` as bools (one ranged read, pinned), or
         ``None`` when the file has no ``.ds.loss``."""

@@ -308,7 +308,7 @@ class TokenDataset(StreamingReader, IterableDataset):
         self.units = MixtureUnits([dict(enumerate(t.count.tolist())) for t in self.tables], counts,
                                   seed=self.seed)
         self.counts = counts
-        span_bytes = [(seq_len + 1) * c.token_bytes for c in self.corpora]
+        span_bytes = [(seq_len + 1) * c.held_bytes for c in self.corpora]
         self.unit_bytes = _UnitBytes(self.units, [t.count * b for t, b in zip(self.tables, span_bytes, strict=True)])
         self.pool_maker = PoolMaker(self.settings.sampling_strategy, self.settings.pool_size, self.seed,
                                     self.units.epoch(0).lengths, self.rank_budget_bytes, self.unit_bytes)
@@ -357,7 +357,7 @@ class TokenDataset(StreamingReader, IterableDataset):
     def check_budget(self, num_workers: int) -> None:
         """Fail before any fetch when one chunk alone exceeds a worker's share of the budget."""
         slot = WorkerSlot(num_workers=num_workers)
-        span_bytes = [(self.seq_len + 1) * c.token_bytes for c in self.corpora]
+        span_bytes = [(self.seq_len + 1) * c.held_bytes for c in self.corpora]
         largest = max(int(t.count.max()) * b for t, b in zip(self.tables, span_bytes, strict=True))
         slot.check_fits({0: largest}, self.rank_budget_bytes, kind=self.UNIT_KIND)
 
