@@ -231,6 +231,11 @@ class TokenCorpus:
     # ---- reading ----------------------------------------------------------------------------
     def read_tokens(self, file: int, start: int, end: int) -> np.ndarray:
         """Tokens ``[start, end)`` of file ``file``: one ranged read, pinned to the file opened."""
+        return self.read_token_ranges(file, [(start, end)])
+
+    def read_token_ranges(self, file: int, ranges: list[tuple[int, int]]) -> np.ndarray:
+        """The tokens of ``ranges`` (``[start, end)`` each) of file ``file``, back to back: one
+        pinned read (a packed chunk's documents are a few ranges)."""
         tb = self.token_bytes
         name = self.names[file]
         try:
@@ -238,20 +243,25 @@ class TokenCorpus:
                 index = name[: -len(TOKENS_SUFFIX)] + INDEX_SUFFIX
                 self.store.check_pin(index, self.pins[index])
                 self._index_checked.add(file)
-            data = self.store.read_ranges_pinned(name, [(start * tb, end * tb)], self.pins[name])[0]
+            parts = self.store.read_ranges_pinned(name, [(a * tb, b * tb) for a, b in ranges], self.pins[name])
         except ObjectChangedError as exc:
             raise TokenFileChangedError(
                 f"{redact_text(exc.url)}: changed since the dataset was opened ({exc.what}); "
                 "reopen the dataset to read the new files") from None
         except StoreError as exc:
             raise TokenFileError(f"{self.where(name)}: {exc}") from None
-        if len(data) != (end - start) * tb:
-            raise TokenFileError(f"{self.where(name)}: short read ({len(data)} of {(end - start) * tb} bytes)")
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        want = sum(b - a for a, b in ranges) * tb
+        if len(data) != want:
+            raise TokenFileError(f"{self.where(name)}: short read ({len(data)} of {want} bytes)")
         tokens = np.frombuffer(data, dtype=self.dtype)
         if self.vocab_size is not None and tokens.size and int(tokens.max()) >= self.vocab_size:
             at = int(np.flatnonzero(tokens >= self.vocab_size)[0])
+            lengths = np.array([b - a for a, b in ranges])
+            k = int(np.searchsorted(np.cumsum(lengths), at, side="right"))
+            where = ranges[k][0] + at - int(lengths[:k].sum())  # the token's place in the file
             raise TokenFileError(
-                f"{self.where(name)}: token id {int(tokens[at])} at token {start + at} (byte {(start + at) * tb}) "
+                f"{self.where(name)}: token id {int(tokens[at])} at token {where} (byte {where * tb}) "
                 f"is not below the manifest's vocabulary size {self.vocab_size}; the file is damaged")
         return tokens
 
@@ -263,19 +273,26 @@ class TokenCorpus:
     def read_loss(self, file: int, start: int, end: int) -> np.ndarray | None:
         """Loss bytes ``[start, end)`` of file ``file`` as bools (one ranged read, pinned), or
         ``None`` when the file has no ``.ds.loss``."""
+        return self.read_loss_ranges(file, [(start, end)])
+
+    def read_loss_ranges(self, file: int, ranges: list[tuple[int, int]]) -> np.ndarray | None:
+        """The loss bytes of ``ranges`` of file ``file``, back to back, as bools; ``None``
+        when the file has no ``.ds.loss``."""
         name = self.loss_names[file]
         if name is None:
             return None
         try:
-            data = self.store.read_ranges_pinned(name, [(start, end)], self.pins[name])[0]
+            parts = self.store.read_ranges_pinned(name, list(ranges), self.pins[name])
         except ObjectChangedError as exc:
             raise TokenFileChangedError(
                 f"{redact_text(exc.url)}: changed since the dataset was opened ({exc.what}); "
                 "reopen the dataset to read the new files") from None
         except StoreError as exc:
             raise TokenFileError(f"{self.where(name)}: {exc}") from None
-        if len(data) != end - start:
-            raise TokenFileError(f"{self.where(name)}: short read ({len(data)} of {end - start} bytes)")
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        want = sum(b - a for a, b in ranges)
+        if len(data) != want:
+            raise TokenFileError(f"{self.where(name)}: short read ({len(data)} of {want} bytes)")
         return np.frombuffer(data, dtype=np.uint8) != 0
 
     def identity(self) -> str:

@@ -45,6 +45,7 @@ from feedline.streaming.schedule.slot import WorkerSlot
 from feedline.text.boundaries import document_starts, segments, window_loss_mask
 from feedline.text.corpus import TokenCorpus
 from feedline.text.errors import TextError
+from feedline.text.packing import BEST_FIT_BUFFER, PackedFile, merged_ranges, pack_file
 from feedline.text.settings import DEFAULTS, TextSettings, renamed_keywords
 from feedline.text.sources import TokenSource, as_sources
 from feedline.text.windows import (
@@ -129,6 +130,37 @@ def _fetch(corpora: list[TokenCorpus], tables: list[ChunkTable], file_windows: l
     return _Chunk(tokens, start, corpus.doc_ends[file], fetched, first, source, loss)
 
 
+def _fetch_packed(corpora: list[TokenCorpus], tables: list[ChunkTable], file_windows: list[np.ndarray],
+                  units: MixtureUnits, packs: list[list[PackedFile]], span: int, pad_id: int,
+                  unit: int) -> _Chunk:
+    """A chunk of packed rows: its documents read as a few merged ranges, laid out row by row
+    (padding after them), with the rows' document ends in the chunk's own token numbering."""
+    source, chunk, _ = units.locate(unit)
+    table, corpus = tables[source], corpora[source]
+    file, first, count = int(table.file[chunk]), int(table.first[chunk]), int(table.count[chunk])
+    pack = packs[source][file]
+    lo, hi = int(pack.row_first[first]), int(pack.row_first[first + count])
+    starts, lengths = pack.piece_start[lo:hi], pack.piece_length[lo:hi]
+    ranges, offset_of = merged_ranges(starts, lengths)
+    flat = corpus.read_token_ranges(file, ranges)
+    flat_loss = corpus.read_loss_ranges(file, ranges) if corpus.with_loss else None
+    tokens = np.full(count * span, pad_id, dtype=flat.dtype)
+    loss = np.zeros(count * span, dtype=bool)  # padding: never a loss
+    ends: list[int] = []
+    for row in range(count):
+        at = row * span
+        for piece in range(int(pack.row_first[first + row]) - lo, int(pack.row_first[first + row + 1]) - lo):
+            n, source_at = int(lengths[piece]), int(offset_of[piece])
+            tokens[at : at + n] = flat[source_at : source_at + n]
+            loss[at : at + n] = True if flat_loss is None else flat_loss[source_at : source_at + n]
+            at += n
+            ends.append(at)
+        ends.append((row + 1) * span)  # the padding is a segment of its own
+    fetched = flat.nbytes + (0 if flat_loss is None else flat_loss.nbytes)
+    first_window = int(file_windows[source][file]) + first
+    return _Chunk(tokens, 0, np.unique(np.asarray(ends, np.int64)), fetched, first_window, source, loss)
+
+
 def _assemble(span: int, fields: _Fields, chunk: _Chunk, window: int) -> dict[str, Any]:
     at = window * span
     ids = torch.from_numpy(chunk.tokens[at : at + span].astype(np.int64))
@@ -192,6 +224,14 @@ class TokenDataset(StreamingReader, IterableDataset):
         mask_document_start: the loss mask drops every document's first token. Default ``False``.
         ignore_index: with ``labels=True``, labels the loss mask drops take this value (``-100``
             is ``cross_entropy``'s default). Default ``None``: labels are left whole.
+        packing: ``"cut"``: datatrove's windows across documents, the tail dropped;
+            ``"best_fit"``: rows of ``L + 1`` that each start at a document, documents packed
+            best-fit (:mod:`feedline.text.packing`); its rows are the units of exact coverage
+            and resume, and :meth:`packing_stats` counts the tokens padded and dropped. Default ``"cut"``.
+        remainder: what fills a ``best_fit`` row when no document fits its room: ``"pad"``
+            (``pad_id`` tokens, dropped from the loss mask, a segment of their own) or ``"crop"``
+            (the head of a document, its rest dropped). Default ``"pad"``.
+        pad_id: the token id of padding. Default 0.
         return_index: also yield ``window_index``, the window's number in its source (files in
             order, as ``DatatroveFolderDataset`` numbers them), and ``source_index``. Default ``False``.
         seed: with the epoch, seeds the plan, the pools and a mixture's cycles. Default 1000;
@@ -260,6 +300,9 @@ class TokenDataset(StreamingReader, IterableDataset):
         mask_after_eos: bool = DEFAULTS.mask_after_eos,
         mask_document_start: bool = DEFAULTS.mask_document_start,
         ignore_index: int | None = DEFAULTS.ignore_index,
+        packing: str = DEFAULTS.packing,
+        remainder: str = DEFAULTS.remainder,
+        pad_id: int = DEFAULTS.pad_id,
         storage_options: Mapping[str, Any] | None = None,
         token_size: int | None = None,
         **renamed: Any,
@@ -273,8 +316,8 @@ class TokenDataset(StreamingReader, IterableDataset):
             allow_order_change=allow_order_change, outage_s=outage_s, replication=replication,
             boundary=boundary, return_sequence_id=return_sequence_id, return_cu_seqlens=return_cu_seqlens,
             return_loss_mask=return_loss_mask, mask_after_eos=mask_after_eos,
-            mask_document_start=mask_document_start, ignore_index=ignore_index,
-            **renamed_keywords(renamed, given),
+            mask_document_start=mask_document_start, ignore_index=ignore_index, packing=packing,
+            remainder=remainder, pad_id=pad_id, **renamed_keywords(renamed, given),
         )
         self.labels, self.return_positions = bool(labels), bool(return_positions)
         self.return_index = bool(return_index)
@@ -290,8 +333,10 @@ class TokenDataset(StreamingReader, IterableDataset):
         widths = {c.token_bytes for c in self.corpora}
         self.chunk_windows = chunk_windows or default_chunk_windows(seq_len, max(widths))
         check_int("chunk_windows", self.chunk_windows, minimum=1, error=TextError)
-        self.tables = [chunk_table([windows_in(n, seq_len) for n in c.tokens], self.chunk_windows)
-                       for c in self.corpora]
+        #: Each source's files packed into rows (``packing="best_fit"``), else ``None``.
+        self.packs = self._pack()
+        rows = self._rows_per_file()
+        self.tables = [chunk_table(r, self.chunk_windows) for r in rows]
         for source, table, corpus in zip(self.sources, self.tables, self.corpora, strict=True):
             if len(table) == 0:
                 raise TextError(f"{corpus.where()}: {int(corpus.tokens.sum())} tokens hold no window of "
@@ -302,8 +347,7 @@ class TokenDataset(StreamingReader, IterableDataset):
             names = [f"{i}:{name}" for i, name in enumerate(names)]
         #: How messages, the mixture line and the checkpoint name each source.
         self.source_names = names
-        self.file_windows = [np.concatenate(([0], np.cumsum([windows_in(n, seq_len) for n in c.tokens])))
-                             for c in self.corpora]
+        self.file_windows = [np.concatenate(([0], np.cumsum(r, dtype=np.int64))) for r in rows]
         counts = source_counts(windows, [s.quota for s in self.sources], epoch_size, names=names)
         self.units = MixtureUnits([dict(enumerate(t.count.tolist())) for t in self.tables], counts,
                                   seed=self.seed)
@@ -337,9 +381,62 @@ class TokenDataset(StreamingReader, IterableDataset):
         if (t.mask_after_eos or t.mask_document_start) and not (t.return_loss_mask or t.ignore_index is not None):
             raise TextError("mask_after_eos and mask_document_start shape the loss mask: give "
                             "return_loss_mask=True or ignore_index (e.g. -100) too")
+        if t.packing == "best_fit":
+            if t.boundary != "eos":
+                raise TextError("packing='best_fit' packs the index's documents as they are: boundary='bos' "
+                                "is for packing='cut'")
+            if t.remainder == "pad" and not (t.return_loss_mask or t.ignore_index is not None):
+                raise TextError("packing='best_fit' with remainder='pad' pads rows: give return_loss_mask=True "
+                                "or ignore_index (e.g. -100) so the padding is not trained on, or remainder='crop'")
         return _Fields(self.labels, self.return_positions, self.return_index, t.return_sequence_id,
                        t.return_cu_seqlens, t.return_loss_mask, t.boundary, t.mask_after_eos,
                        t.mask_document_start, t.ignore_index)
+
+    def _pack(self) -> list[list[PackedFile]] | None:
+        if self.settings.packing != "best_fit":
+            return None
+        for corpus in self.corpora:
+            if self.settings.pad_id > np.iinfo(corpus.dtype).max:
+                raise TextError(f"pad_id={self.settings.pad_id} does not fit the {corpus.dtype.itemsize * 8}-bit "
+                                f"tokens of {corpus.where()}")
+        span = self.seq_len + 1
+        return [[pack_file(ends, span, self.settings.remainder) for ends in c.doc_ends] for c in self.corpora]
+
+    def _rows_per_file(self) -> list[list[int]]:
+        """Windows (cut) or packed rows (best_fit) of every file of every source."""
+        if self.packs is None:
+            return [[windows_in(n, self.seq_len) for n in c.tokens] for c in self.corpora]
+        return [[p.rows for p in packs] for packs in self.packs]
+
+    def packing_stats(self, epoch: int | None = None) -> dict[str, int]:
+        """What ``packing="best_fit"`` makes of ``epoch`` (default: the current one) over every
+        rank: ``rows``, ``documents`` (pieces, a cropped one included), ``tokens`` (of documents),
+        ``padded`` and ``dropped`` (crops) in its rows, and ``dropped_tails``, the files' last
+        partial rows (``crop``), which no epoch holds. Empty for ``packing="cut"``."""
+        if self.packs is None:
+            return {}
+        out = dict.fromkeys(("rows", "documents", "tokens", "padded", "dropped"), 0)
+        for unit in self.units.epoch(self.epoch if epoch is None else epoch).lengths:
+            source, chunk, _ = self.units.locate(int(unit))
+            table = self.tables[source]
+            pack = self.packs[source][int(table.file[chunk])]
+            lo, hi = int(table.first[chunk]), int(table.first[chunk] + table.count[chunk])
+            pieces = slice(int(pack.row_first[lo]), int(pack.row_first[hi]))
+            out["rows"] += hi - lo
+            out["documents"] += pieces.stop - pieces.start
+            out["tokens"] += int(pack.piece_length[pieces].sum())
+            out["padded"] += int(pack.row_padded[lo:hi].sum())
+            out["dropped"] += int(pack.row_dropped[lo:hi].sum())
+        out["dropped_tails"] = sum(p.dropped_tail for packs in self.packs for p in packs)
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """The floor's checkpoint; with ``packing="best_fit"`` also ``packing``, the epoch's
+        :meth:`packing_stats` (for the record: a restore reads only the floor's keys)."""
+        state = super().state_dict()
+        if self.packs is not None:
+            state["packing"] = self.packing_stats(int(state.get("epoch", self.epoch)))
+        return state
 
     # ---- facts -------------------------------------------------------------------------------
     @property
@@ -364,6 +461,8 @@ class TokenDataset(StreamingReader, IterableDataset):
     def _identity(self) -> str:
         h = hashlib.sha256(b"feedline.text.dataset/v1")
         h.update(f"{self.seq_len}\0{self.chunk_windows}\0".encode())
+        if self.packs is not None:  # other rows: a cut checkpoint must not resume them
+            h.update(f"best_fit\0{self.settings.remainder}\0{BEST_FIT_BUFFER}\0".encode())
         for corpus, count in zip(self.corpora, self.units.counts, strict=True):
             h.update(f"{corpus.identity()}\0{count}\0".encode())
         return h.hexdigest()[:32]
@@ -410,7 +509,9 @@ class TokenDataset(StreamingReader, IterableDataset):
         return UnitPipeline(
             units, anchors, order, self.unit_bytes,
             fetch=functools.partial(_fetch, self.corpora, self.tables, self.file_windows, self.units,
-                                    self.seq_len),
+                                    self.seq_len) if self.packs is None else
+            functools.partial(_fetch_packed, self.corpora, self.tables, self.file_windows, self.units,
+                              self.packs, self.seq_len + 1, self.settings.pad_id),
             assemble=functools.partial(_assemble, self.seq_len + 1, self.fields),
             cache=budget, fetch_threads=self.settings.fetch_threads,
             assemble_threads=self.settings.assemble_threads, queue_size=self.settings.queue_size,

@@ -31,6 +31,27 @@ def check_boundary(value: Any) -> str:
     return str(value)
 
 
+#: ``packing``'s modes and ``remainder``'s (:mod:`feedline.text.packing`).
+PACKING_MODES = ("cut", "best_fit")
+REMAINDERS = ("pad", "crop")
+
+
+def check_packing(value: Any) -> str:
+    """``packing``'s check: one of :data:`PACKING_MODES`."""
+    if value not in PACKING_MODES:
+        raise StreamingError(f"packing must be 'cut' (datatrove's windows across documents) or 'best_fit' "
+                             f"(rows that start at a document), got {value!r}")
+    return str(value)
+
+
+def check_remainder(value: Any) -> str:
+    """``remainder``'s check: one of :data:`REMAINDERS`."""
+    if value not in REMAINDERS:
+        raise StreamingError(f"remainder must be 'pad' (padded and masked) or 'crop' (filled with a "
+                             f"cropped document), got {value!r}")
+    return str(value)
+
+
 @dataclass(frozen=True)
 class TextSettings(ReaderSettings):
     """The token reader's settings, validated once.
@@ -54,6 +75,9 @@ class TextSettings(ReaderSettings):
         mask_after_eos: the loss mask drops the token after every document end.
         mask_document_start: the loss mask drops every document's first token.
         ignore_index: labels the loss mask drops take this value (``None``: none are changed).
+        packing: ``cut`` windows across documents, or ``best_fit`` rows that start at one.
+        remainder: what fills a ``best_fit`` row's room: ``pad`` or ``crop``.
+        pad_id: the token id of padding.
     """
 
     pool_size: int = floor_field("pool_size", 64, unit="chunks per rank, /N per worker")
@@ -88,6 +112,15 @@ class TextSettings(ReaderSettings):
     ignore_index: int | None = reader_field(
         None, kind=int, unit="label id", flag="", optional=True,
         help="with `labels`, labels the loss mask drops become this (`-100`: cross_entropy's default)")
+    packing: str = reader_field(
+        "cut", kind=str, unit="mode", flag="", check=check_packing,
+        help="`cut`: datatrove's windows across documents; `best_fit`: rows that each start at a document")
+    remainder: str = reader_field(
+        "pad", kind=str, unit="mode", flag="", check=check_remainder,
+        help="a `best_fit` row's room: `pad` (padded, dropped from the loss mask) or `crop` (a cropped document)")
+    pad_id: int = reader_field(
+        0, kind=int, unit="token id", flag="", minimum=0,
+        help="the token id padding holds (`best_fit` with `remainder=\"pad\"`)")
 
 
 #: The token reader's defaults, as one value: ``TokenDataset``'s signature reads them here, so a
