@@ -163,3 +163,20 @@ def test_packing_options_that_cannot_work_are_one_line_errors(tokens_root):
         TokenDataset(tokens_root, SEQ, packing="best_fit", remainder="crop", boundary="bos")
     with pytest.raises(TextError, match="pad_id=70000 does not fit the 16-bit tokens"):
         TokenDataset(tokens_root, SEQ, packing="best_fit", remainder="crop", pad_id=70000)
+
+
+def test_packed_rows_over_nginx_equal_the_local_ones(tokens_root, nginx_server):
+    import shutil
+
+    base = Path(nginx_server.root) / "tok-packed"
+    shutil.copytree(tokens_root, base)
+    options = dict(packing="best_fit", remainder="pad", labels=True, ignore_index=-100, return_index=True)
+    local = {int(i["window_index"]): i for i in TokenDataset(tokens_root, SEQ, **options)}
+    remote = TokenDataset(f"{nginx_server.url}/{base.name}", SEQ, **options)
+    got = 0
+    for item in remote:
+        mine = local[int(item["window_index"])]
+        assert item["input_ids"].tolist() == mine["input_ids"].tolist()
+        assert item["labels"].tolist() == mine["labels"].tolist()
+        got += 1
+    assert got == len(local) and remote.metrics()["bytes_fetched"] == 2 * remote.packing_stats()["tokens"]
