@@ -180,3 +180,17 @@ def test_packed_rows_over_nginx_equal_the_local_ones(tokens_root, nginx_server):
         assert item["labels"].tolist() == mine["labels"].tolist()
         got += 1
     assert got == len(local) and remote.metrics()["bytes_fetched"] == 2 * remote.packing_stats()["tokens"]
+
+
+def test_a_mixture_of_packed_sources_has_exact_counts(tokens_root, second_root):
+    from collections import Counter
+
+    from feedline.text import TokenSource
+
+    ds = TokenDataset([TokenSource(str(tokens_root), weight=3), TokenSource(str(second_root), weight=1)], SEQ,
+                      packing="best_fit", remainder="crop", epoch_size=400, chunk_windows=4, return_index=True)
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        counts = Counter(int(i["source_index"]) for i in ds)
+        assert counts == Counter(dict(enumerate(ds.counts))) and sum(ds.counts) == 400
+        assert ds.packing_stats(epoch)["rows"] == 400

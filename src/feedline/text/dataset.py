@@ -416,17 +416,19 @@ class TokenDataset(StreamingReader, IterableDataset):
         if self.packs is None:
             return {}
         out = dict.fromkeys(("rows", "documents", "tokens", "padded", "dropped"), 0)
-        for unit in self.units.epoch(self.epoch if epoch is None else epoch).lengths:
+        due = self.units.epoch(self.epoch if epoch is None else epoch)
+        span = self.seq_len + 1
+        for unit, length in due.lengths.items():
             source, chunk, _ = self.units.locate(int(unit))
             table = self.tables[source]
             pack = self.packs[source][int(table.file[chunk])]
-            lo, hi = int(table.first[chunk]), int(table.first[chunk] + table.count[chunk])
-            pieces = slice(int(pack.row_first[lo]), int(pack.row_first[hi]))
-            out["rows"] += hi - lo
-            out["documents"] += pieces.stop - pieces.start
-            out["tokens"] += int(pack.piece_length[pieces].sum())
-            out["padded"] += int(pack.row_padded[lo:hi].sum())
-            out["dropped"] += int(pack.row_dropped[lo:hi].sum())
+            rows = int(table.first[chunk]) + (due.frames[unit] if unit in due.frames
+                                              else np.arange(int(length), dtype=np.int64))
+            out["rows"] += int(rows.size)
+            out["documents"] += int((pack.row_first[rows + 1] - pack.row_first[rows]).sum())
+            out["tokens"] += int(rows.size * span - pack.row_padded[rows].sum())
+            out["padded"] += int(pack.row_padded[rows].sum())
+            out["dropped"] += int(pack.row_dropped[rows].sum())
         out["dropped_tails"] = sum(p.dropped_tail for packs in self.packs for p in packs)
         return out
 
