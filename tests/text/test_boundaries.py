@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader
 from feedline.streaming.errors import StreamingError
 from feedline.text import TokenDataset
 from feedline.text.boundaries import (
+    distinct_ends,
     document_mask,
     document_starts,
     flat_cu_seqlens,
@@ -126,6 +127,8 @@ def test_sdpa_with_the_document_mask_equals_attention_per_document(tokens_root):
 
 def test_boundaries_by_hand_with_an_empty_document_and_the_file_start():
     ends = np.array([3, 5, 5, 9, 12])  # a document of no tokens between 5 and 5
+    assert distinct_ends(ends).tolist() == [3, 5, 9, 12]
+    ends = distinct_ends(ends)
     assert document_starts(ends, 0, 12).tolist() == [0, 3, 5, 9]
     assert document_starts(ends, 3, 6).tolist() == [0, 2]  # a window starting on a boundary
     assert document_starts(ends, 0, 12, "bos").tolist() == [0, 2, 4, 8, 11]

@@ -29,10 +29,15 @@ the last one) and the first token of every document (nanotron's label mask at do
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch only where a tensor is made: the corpus imports this module too
+    import torch
 
 __all__ = [
+    "distinct_ends",
     "document_mask",
     "document_starts",
     "flat_cu_seqlens",
@@ -46,21 +51,33 @@ def _shift(boundary: str) -> int:
 
 def document_starts(doc_ends: np.ndarray, start: int, length: int, boundary: str = "eos") -> np.ndarray:
     """Offsets in the window of ``length`` tokens from file token ``start`` at which a document
-    starts: 0 first, then every boundary inside the window, increasing."""
+    starts: 0 first, then every boundary inside the window, increasing (``doc_ends`` strictly
+    increasing: :func:`distinct_ends`)."""
     shift = _shift(boundary)
     lo = int(np.searchsorted(doc_ends, start + shift, side="right"))
     hi = int(np.searchsorted(doc_ends, start + length - 1 + shift, side="right"))
-    inner = np.unique(doc_ends[lo:hi]) - (start + shift)  # an empty document repeats an end
-    return np.concatenate((np.zeros(1, np.int64), inner.astype(np.int64)))
+    out = np.empty(hi - lo + 1, np.int64)
+    out[0] = 0
+    np.subtract(doc_ends[lo:hi], start + shift, out=out[1:])
+    return out
+
+
+def distinct_ends(doc_ends: np.ndarray) -> np.ndarray:
+    """``doc_ends`` without the repeats empty documents make (they bound nothing)."""
+    if doc_ends.size < 2 or bool(np.all(doc_ends[1:] > doc_ends[:-1])):
+        return doc_ends
+    return np.unique(doc_ends)
 
 
 def segments(starts: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(positions, sequence_id, padded cu_seqlens) of a window of ``length`` tokens whose
     documents start at ``starts`` (see the module docstring)."""
     k = int(starts.size)
-    lengths = np.diff(np.append(starts, length))
-    sequence_id = np.repeat(np.arange(k, dtype=np.int64), lengths)
-    positions = np.arange(length, dtype=np.int64) - np.repeat(starts, lengths)
+    sequence_id = np.zeros(length, dtype=np.int64)
+    sequence_id[starts[1:]] = 1
+    np.cumsum(sequence_id, out=sequence_id)
+    positions = np.arange(length, dtype=np.int64)
+    positions -= starts[sequence_id]
     cu = np.full(length + 1, length, dtype=np.int32)
     cu[:k] = starts
     return positions, sequence_id, cu
@@ -88,6 +105,8 @@ def document_mask(sequence_id: torch.Tensor) -> torch.Tensor:
     ``torch.nn.functional.scaled_dot_product_attention``'s ``attn_mask``: true where query ``i``
     may attend to key ``j`` (``j <= i``, same document); ``(n, n)`` or ``(batch, 1, n, n)``, so it
     broadcasts over heads."""
+    import torch
+
     same = sequence_id.unsqueeze(-1) == sequence_id.unsqueeze(-2)
     n = sequence_id.shape[-1]
     causal = torch.ones(n, n, dtype=torch.bool, device=sequence_id.device).tril()
@@ -99,6 +118,8 @@ def flat_cu_seqlens(cu_seqlens: torch.Tensor, counts: torch.Tensor) -> tuple[tor
     """A batch's padded ``cu_seqlens`` ``(batch, n + 1)`` and ``cu_seqlens_count`` as the one int32
     ``cu_seqlens`` of the batch flattened to ``batch * n`` tokens, and its ``max_seqlen``: what
     ``flash_attn_varlen_func`` takes."""
+    import torch
+
     n = int(cu_seqlens.shape[1]) - 1
     parts = [cu_seqlens[b, : int(counts[b]) - 1].to(torch.int64) + b * n for b in range(cu_seqlens.shape[0])]
     flat = torch.cat([*parts, torch.tensor([cu_seqlens.shape[0] * n])]).to(torch.int32)

@@ -34,6 +34,7 @@ import numpy as np
 
 from feedline.io.errors import NotFoundError, ObjectChangedError, StoreError
 from feedline.io.redact import redact_text
+from feedline.text.boundaries import distinct_ends
 from feedline.text.errors import TokenFileChangedError, TokenFileError
 from feedline.text.layout import INDEX_SUFFIX, LOSS_SUFFIX, METADATA_SUFFIX, TOKENS_SUFFIX
 from feedline.text.manifest import MANIFEST_NAME, Manifest, parse_manifest
@@ -80,6 +81,8 @@ class TokenCorpus:
         documents = [s.documents for s in self.manifest.shards] if self.manifest is not None else None
         self.doc_ends = [self._read_index(name, int(n), None if documents is None else documents[i])
                          for i, (name, n) in enumerate(zip(self.names, self.tokens, strict=True))]
+        #: The document ends that bound windows' documents (an empty document's repeat dropped).
+        self.boundary_ends = [distinct_ends(ends) for ends in self.doc_ends]
         self.dtype = np.dtype("<u2" if self.token_bytes == 2 else "<u4")
         #: Each file's ``.ds.loss`` name, ``None`` for a file without one (or without ``with_loss``).
         self.loss_names: list[str | None] = self._find_loss() if self.with_loss else [None] * len(self.names)

@@ -45,7 +45,13 @@ from feedline.streaming.schedule.slot import WorkerSlot
 from feedline.text.boundaries import document_starts, segments, window_loss_mask
 from feedline.text.corpus import TokenCorpus
 from feedline.text.errors import TextError
-from feedline.text.packing import BEST_FIT_BUFFER, PackedFile, merged_ranges, pack_file
+from feedline.text.packing import (
+    BEST_FIT_BUFFER,
+    READ_GAP_BYTES,
+    PackedFile,
+    merged_ranges,
+    pack_file,
+)
 from feedline.text.settings import DEFAULTS, TextSettings, renamed_keywords
 from feedline.text.sources import TokenSource, as_sources
 from feedline.text.windows import (
@@ -127,7 +133,7 @@ def _fetch(corpora: list[TokenCorpus], tables: list[ChunkTable], file_windows: l
     loss = corpus.read_loss(file, start, end) if corpus.with_loss else None
     first = int(file_windows[source][file]) + int(table.first[chunk])
     fetched = tokens.nbytes + (0 if loss is None else loss.nbytes)
-    return _Chunk(tokens, start, corpus.doc_ends[file], fetched, first, source, loss)
+    return _Chunk(tokens, start, corpus.boundary_ends[file], fetched, first, source, loss)
 
 
 def _fetch_packed(corpora: list[TokenCorpus], tables: list[ChunkTable], file_windows: list[np.ndarray],
@@ -141,7 +147,7 @@ def _fetch_packed(corpora: list[TokenCorpus], tables: list[ChunkTable], file_win
     pack = packs[source][file]
     lo, hi = int(pack.row_first[first]), int(pack.row_first[first + count])
     starts, lengths = pack.piece_start[lo:hi], pack.piece_length[lo:hi]
-    ranges, offset_of = merged_ranges(starts, lengths)
+    ranges, offset_of = merged_ranges(starts, lengths, READ_GAP_BYTES // corpus.token_bytes)
     flat = corpus.read_token_ranges(file, ranges)
     flat_loss = corpus.read_loss_ranges(file, ranges) if corpus.with_loss else None
     tokens = np.full(count * span, pad_id, dtype=flat.dtype)
@@ -163,7 +169,8 @@ def _fetch_packed(corpora: list[TokenCorpus], tables: list[ChunkTable], file_win
 
 def _assemble(span: int, fields: _Fields, chunk: _Chunk, window: int) -> dict[str, Any]:
     at = window * span
-    ids = torch.from_numpy(chunk.tokens[at : at + span].astype(np.int64))
+    tokens = chunk.tokens[at : at + span].astype(np.int64)
+    ids = torch.from_numpy(tokens)
     item: dict[str, Any]
     item = {"input_ids": ids[:-1], "labels": ids[1:]} if fields.labels else {"input_ids": ids}
     length = span - 1 if fields.labels else span  # the boundaries are the input tokens'
@@ -183,13 +190,15 @@ def _assemble(span: int, fields: _Fields, chunk: _Chunk, window: int) -> dict[st
     if fields.masking:
         target = at + 1 if fields.labels else at  # the loss is taken on the labels' tokens
         stored = None if chunk.loss is None else chunk.loss[target : at + span]
-        mask = torch.from_numpy(window_loss_mask(
+        mask = window_loss_mask(
             stored, chunk.doc_ends, chunk.start + target, length, boundary=fields.boundary,
-            after_eos=fields.mask_after_eos, document_start=fields.mask_document_start))
+            after_eos=fields.mask_after_eos, document_start=fields.mask_document_start)
         if fields.loss_mask:
-            item["loss_mask"] = mask
+            item["loss_mask"] = torch.from_numpy(mask)
         if fields.ignore_index is not None:
-            item["labels"] = item["labels"].masked_fill(~mask, fields.ignore_index)
+            labels = tokens[1:].copy()
+            labels[~mask] = fields.ignore_index
+            item["labels"] = torch.from_numpy(labels)
     if fields.index:
         item["window_index"] = chunk.first_window + window
         item["source_index"] = chunk.source

@@ -15,7 +15,8 @@ of the file's index, ``L`` and the mode, computed when the dataset opens: its ro
 like the cut's windows, so the plan, pools, exact coverage (every row, hence every document, once
 per epoch), sample-exact and elastic resume are the floor's, unchanged. A row's documents are
 spread through its part of the file; a chunk of rows is fetched as the few byte ranges its
-documents cover (one pinned ranged read, adjacent pieces merged).
+documents cover (one pinned ranged read; pieces less than :data:`READ_GAP_BYTES` apart merged,
+the gap read along).
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BEST_FIT_BUFFER", "PackedFile", "merged_ranges", "pack_file"]
+__all__ = ["BEST_FIT_BUFFER", "READ_GAP_BYTES", "PackedFile", "merged_ranges", "pack_file"]
 
+#: Bytes of a gap between two pieces of a chunk read along rather than split into two ranges.
+READ_GAP_BYTES = 64 << 10
 #: Documents considered at once: nanochat's order of magnitude; more packs tighter but spreads
 #: a chunk's reads over more of the file.
 BEST_FIT_BUFFER = 1000
@@ -110,19 +113,22 @@ def pack_file(doc_ends: np.ndarray, span: int, remainder: str, buffer: int = BES
                       np.asarray(dropped, np.int64), int(tail))
 
 
-def merged_ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
-    """The token ranges covering pieces (sorted, adjacent ones merged) and, for each piece, where
+def merged_ranges(starts: np.ndarray, lengths: np.ndarray, gap: int = 0) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """The token ranges covering pieces (sorted; ranges at most ``gap`` tokens apart merged, the
+    gap read along: one range costs a request, a few KiB more do not) and, for each piece, where
     its tokens begin in the ranges' concatenation."""
     order = np.argsort(starts, kind="stable")
-    ranges: list[tuple[int, int]] = []
+    ranges: list[list[int]] = []
     offset_of = np.empty(starts.size, np.int64)
-    total = 0
+    total = 0  # tokens in the ranges before the last one
     for i in order.tolist():
         lo, hi = int(starts[i]), int(starts[i] + lengths[i])
-        if ranges and ranges[-1][1] == lo:
-            ranges[-1] = (ranges[-1][0], hi)
+        if ranges and lo - ranges[-1][1] <= gap:
+            last = ranges[-1]
+            last[1] = max(last[1], hi)
         else:
-            ranges.append((lo, hi))
-        offset_of[i] = total
-        total += hi - lo
-    return ranges, offset_of
+            if ranges:
+                total += ranges[-1][1] - ranges[-1][0]
+            ranges.append([lo, hi])
+        offset_of[i] = total + lo - ranges[-1][0]
+    return [(a, b) for a, b in ranges], offset_of
