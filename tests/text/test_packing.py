@@ -206,3 +206,14 @@ def test_a_mixture_of_packed_sources_has_exact_counts(tokens_root, second_root):
         counts = Counter(int(i["source_index"]) for i in ds)
         assert counts == Counter(dict(enumerate(ds.counts))) and sum(ds.counts) == 400
         assert ds.packing_stats(epoch)["rows"] == 400
+
+
+def test_every_packed_row_masks_alike_under_the_loss_options(tokens_root):
+    """Each row starts at a document: without labels, its first token is dropped by either option
+    in every row (the chunk's first row included), and with labels the targets after each piece."""
+    ds = TokenDataset(tokens_root, SEQ, packing="best_fit", remainder="crop", chunk_windows=4,
+                      return_loss_mask=True, mask_after_eos=True, return_sequence_id=True)
+    for item in ds:
+        mask, sid = item["loss_mask"].numpy(), item["sequence_id"].numpy()
+        starts = np.flatnonzero(np.diff(sid, prepend=-1))
+        assert np.flatnonzero(~mask).tolist() == starts.tolist()

@@ -152,7 +152,7 @@ def _fetch_packed(corpora: list[TokenCorpus], tables: list[ChunkTable], file_win
     flat_loss = corpus.read_loss_ranges(file, ranges) if corpus.with_loss else None
     tokens = np.full(count * span, pad_id, dtype=flat.dtype)
     loss = np.zeros(count * span, dtype=bool)  # padding: never a loss
-    ends: list[int] = []
+    ends: list[int] = [0]  # every row follows a boundary, the chunk's first one too
     for row in range(count):
         at = row * span
         for piece in range(int(pack.row_first[first + row]) - lo, int(pack.row_first[first + row + 1]) - lo):
