@@ -19,6 +19,12 @@ against a bare numpy memmap reader of the same windows in the same order.
    the epoch is mostly its start (fetching all of it); the copies show the steady state a
    training corpus, many pools long, runs in.
 
+5. What a window holds (`--fields`, on by default): windows/s with `positions`, `sequence_id`,
+   `cu_seqlens`, `loss_mask` (with `mask_after_eos`) and `ignore_index` against plain windows,
+   locally and over nginx, in process and through the DataLoader (goal: at most 10 % slower over
+   nginx through the DataLoader); and `packing="best_fit"` (pad, crop) rows/s against datatrove's
+   cut, with the tokens each wastes (padded, dropped) per epoch. `--fields-only` skips 2-4.
+
 Ratios are computed against baselines measured in the same run.
 """
 
@@ -265,6 +271,51 @@ def bench_dataset(tokens: Path, seq_len: int, repeats: int, copies: int = 1) -> 
                 print(f"| {where} | {label} | {a:,.0f} | {b:,.0f} | {a / b:.2f}x | {memory} |")
 
 
+FIELDS = dict(labels=True, return_positions=True, return_sequence_id=True, return_cu_seqlens=True,
+              return_loss_mask=True, mask_after_eos=True, ignore_index=-100)
+
+
+def bench_fields(tokens: Path, seq_len: int, repeats: int) -> None:
+    import torch
+    from tests.servers import run_nginx
+
+    from feedline.text import TokenDataset
+
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp, run_nginx(Path(tmp)) as nginx:
+        shutil.copytree(tokens, Path(nginx.root) / "tokens")
+        sources = {"local folder": str(tokens), "nginx": f"{nginx.url}/tokens"}
+        span = seq_len + 1
+        cut = TokenDataset(str(tokens), seq_len)
+        total = int(cut.corpora[0].tokens.sum())
+        print(f"\n## What a window holds: {cut.windows:,} windows of {span} tokens (median of {repeats})")
+        print("| where | reader | plain windows/s | + boundaries + loss mask | ratio | best_fit pad rows/s | "
+              "ratio | best_fit crop rows/s | ratio |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for where, root in sources.items():
+            for label, workers in (("in process", None), ("DataLoader, 2 workers, batch 16", 2)):
+                rates: dict[str, list[float]] = {"plain": [], "fields": [], "pad": [], "crop": []}
+                for _ in range(repeats):
+                    for name, options in (("plain", {"labels": True}), ("fields", FIELDS),
+                                          ("pad", {"labels": True, "ignore_index": -100, "packing": "best_fit"}),
+                                          ("crop", {"labels": True, "packing": "best_fit", "remainder": "crop"})):
+                        rates[name].append(epoch_rate(TokenDataset(root, seq_len, **options), workers,
+                                                      track=workers is not None)[0])
+                m = {k: statistics.median(v) for k, v in rates.items()}
+                print(f"| {where} | {label} | {m['plain']:,.0f} | {m['fields']:,.0f} | {m['fields'] / m['plain']:.2f}x | "
+                      f"{m['pad']:,.0f} | {m['pad'] / m['plain']:.2f}x | {m['crop']:,.0f} | {m['crop'] / m['plain']:.2f}x |")
+        print("\n| packing | rows an epoch | tokens padded | tokens dropped |\n|---|---|---|---|")
+        print(f"| cut (datatrove's) | {cut.windows:,} | 0 | {total - cut.windows * span:,} "
+              f"({(total - cut.windows * span) / total:.2%}, the files' tails) |")
+        for remainder in ("pad", "crop"):
+            ds = TokenDataset(str(tokens), seq_len, packing="best_fit", remainder=remainder, labels=True,
+                              ignore_index=-100)
+            st = ds.packing_stats(0)
+            dropped = st["dropped"] + st["dropped_tails"]
+            print(f"| best_fit, {remainder} | {st['rows']:,} | {st['padded']:,} ({st['padded'] / (st['rows'] * span):.2%} "
+                  f"of the rows) | {dropped:,} ({dropped / total:.2%} of the corpus) |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=20000)
@@ -272,15 +323,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--copies", type=int, default=8,
                         help="also measure the readers on the corpus this many times over (0: not)")
+    parser.add_argument("--fields", action=argparse.BooleanOptionalAction, default=True,
+                        help="measure what a window holds and best_fit packing (section 5)")
+    parser.add_argument("--fields-only", action="store_true", help="tokenize once and run section 5 alone")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         texts = make_corpus(work, args.docs)
         train_tokenizer(texts, work / "tokenizer.json")
-        tokens = bench_tokenize(work, args.docs, args.repeats)
-        bench_dataset(tokens, args.seq_len, args.repeats)
-        if args.copies > 1:
-            bench_dataset(tokens, args.seq_len, args.repeats, args.copies)
+        tokens = bench_tokenize(work, args.docs, 1 if args.fields_only else args.repeats)
+        if not args.fields_only:
+            bench_dataset(tokens, args.seq_len, args.repeats)
+            if args.copies > 1:
+                bench_dataset(tokens, args.seq_len, args.repeats, args.copies)
+        if args.fields or args.fields_only:
+            bench_fields(tokens, args.seq_len, args.repeats)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Run inside the datatrove side venv (datatrove's pins stay out of feedline's venv).
 
-``tokenize DOCS_FILE TOKENIZER OUT``: datatrove's own DocumentTokenizer (no shuffle) over one
-JSON-lines file, printing the path of the ``.ds`` it wrote.
+``tokenize DOCS_FILE TOKENIZER OUT [loss]``: datatrove's own DocumentTokenizer (no shuffle) over one
+JSON-lines file, printing the path of the ``.ds`` it wrote (with ``loss``: ``save_loss_metadata``,
+its ``.ds.loss`` from each document's ``no_loss_ranges``).
 ``windows FOLDER SEQ_LEN OUT.npz``: every window DatatroveFileDataset cuts from each ``.ds`` of
 FOLDER (sorted by name), with positions from the index, saved as arrays.
 ``bench DOCS_GLOB_FOLDER TOKENIZER OUT``: DocumentTokenizer over a folder, printing CPU seconds.
@@ -18,7 +19,7 @@ import time
 import numpy as np
 
 
-def _tokenize(docs: str, tokenizer: str, out: str, glob_pattern: str | None = None) -> None:
+def _tokenize(docs: str, tokenizer: str, out: str, glob_pattern: str | None = None, loss: bool = False) -> None:
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.tokens import DocumentTokenizer
@@ -28,7 +29,7 @@ def _tokenize(docs: str, tokenizer: str, out: str, glob_pattern: str | None = No
         pipeline=[
             JsonlReader(folder, glob_pattern=name, add_file_path=False),
             DocumentTokenizer(out, tokenizer_name_or_path=tokenizer, eos_token="<|endoftext|>",
-                              shuffle_documents=False, batch_size=1024),
+                              shuffle_documents=False, batch_size=1024, save_loss_metadata=loss),
         ],
         tasks=1, workers=1, logging_dir=os.path.join(out, ".logs"), skip_completed=False,
     ).run()
@@ -38,7 +39,7 @@ def main() -> None:
     command = sys.argv[1]
     if command == "tokenize":
         docs, tokenizer, out = sys.argv[2:5]
-        _tokenize(docs, tokenizer, out)
+        _tokenize(docs, tokenizer, out, loss=sys.argv[5:6] == ["loss"])
         print("\n".join(sorted(glob.glob(os.path.join(out, "**", "*.ds"), recursive=True))))
     elif command == "windows":
         from datatrove.utils.dataset import DatatroveFileDataset

@@ -67,3 +67,31 @@ def test_datatroves_tokenizer_writes_the_same_tokens_and_index(tmp_path, tokeniz
     ours_meta = Path(str(ours) + ".metadata").read_text().splitlines()
     dt_meta = Path(str(dt_ds) + ".metadata").read_text().splitlines()
     assert ours_meta[1:] == dt_meta[1:] and ours_meta[0].rsplit("|", 1)[1] == dt_meta[0].rsplit("|", 1)[1]
+
+
+def test_datatroves_loss_file_is_the_one_tokenize_writes_and_the_dataset_reads(tmp_path, tokenizer_path):
+    """datatrove's ``no_loss_ranges`` are ``--loss-mask no_loss_ranges --loss-spans ignore``: the
+    same ``.ds.loss`` bytes (ranges that stop before the text's end: datatrove cuts the tokens of
+    one that reaches it), and ``TokenDataset`` returns them from datatrove's folder."""
+    import json
+
+    from tests.text.helpers import sentences
+
+    docs = []
+    for i, (q, a) in enumerate(zip(sentences(3, 200, max_words=15), sentences(4, 200, max_words=15), strict=True)):
+        text = f"{q} {a} end."
+        docs.append({"id": f"d{i}", "text": text, **({"no_loss_ranges": [[0, len(q)]]} if i % 3 else {})})
+    source = tmp_path / "qa.jsonl"
+    source.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    dt_ds = Path(_oracle("tokenize", str(source), str(tokenizer_path), str(tmp_path / "dt"), "loss").split()[0])
+    run_feedline("tokenize", str(source), "--tokenizer", str(tokenizer_path), "--out", str(tmp_path / "fl"),
+                 "--loss-mask", "no_loss_ranges", "--loss-spans", "ignore", check=True)
+    ours = tmp_path / "fl" / "qa.ds"
+    assert ours.read_bytes() == dt_ds.read_bytes()
+    loss = Path(str(dt_ds) + ".loss").read_bytes()
+    assert Path(str(ours) + ".loss").read_bytes() == loss and 0 < loss.count(0) < len(loss)
+    ds = TokenDataset(dt_ds.parent, 31, labels=True, return_loss_mask=True, return_index=True)
+    mask = np.frombuffer(loss, np.uint8).astype(bool)
+    for item in ds:
+        at = int(item["window_index"]) * 32
+        assert item["loss_mask"].numpy().tolist() == mask[at + 1 : at + 32].tolist()

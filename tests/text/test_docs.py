@@ -30,3 +30,15 @@ def test_the_tiny_language_model_of_the_docs_trains(tmp_path, tokenizer_path):
                           timeout=120, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert re.search(r"epoch 1: \d+ steps, loss", done.stdout)
+
+
+def test_the_docs_table_lists_each_row_of_the_token_readers_own_with_its_default():
+    from feedline.text.settings import TextSettings
+
+    text = DOC.read_text()
+    for row in TextSettings.rows():
+        if row.concept is not None:
+            continue  # the floor's rows are listed in prose above the table
+        found = re.search(rf"^\s*\| `{row.keyword}` \| `([^`]+)` \|", text, flags=re.M)
+        assert found, f"docs/text.md has no table row for {row.keyword}"
+        assert found.group(1) == repr(row.default).replace("'", '"'), row.keyword

@@ -11,6 +11,8 @@ _EXPORTS = {
     "TokenDataset": "feedline.text.dataset",
     "TokenSource": "feedline.text.dataset",
     "TokenCorpus": "feedline.text.corpus",
+    "document_mask": "feedline.text.boundaries",
+    "flat_cu_seqlens": "feedline.text.boundaries",
     "load_tokenizer": "feedline.text.tokenizer",
     "TextTokenizer": "feedline.text.tokenizer",
     "TokenizeJob": "feedline.text.shard",

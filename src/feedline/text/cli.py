@@ -17,7 +17,7 @@ def cmd_tokenize(args: argparse.Namespace) -> int:
     check_int("--batch-size", args.batch_size, minimum=1, error=TextError)
     tokenizer = load_tokenizer(args.tokenizer, args.eos_token)
     job = TokenizeJob(tokenizer, shuffle_seed=args.shuffle_documents, text_field=args.text_field,
-                      batch_size=args.batch_size)
+                      batch_size=args.batch_size, loss_field=args.loss_mask, loss_spans=args.loss_spans)
     report = run_tokenize(args.documents, job, args.out, metadata=args.metadata,
                           processes=args.processes, executor=args.executor,
                           ray_address=args.ray_address, retries=args.retries)
@@ -40,6 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--shuffle-documents", type=int, metavar="SEED",
                    help="shuffle documents within each shard with this seed (default: input order)")
     p.add_argument("--text-field", default="text", help="the JSON field holding the text (default text)")
+    p.add_argument("--loss-mask", metavar="FIELD",
+                   help="also write X.ds.loss (one byte a token) from this JSON field: true/false for the whole "
+                        "document, or a list of [start, end] character spans (default: none written)")
+    p.add_argument("--loss-spans", choices=("train", "ignore"), default="train",
+                   help="--loss-mask spans are the text trained on (train, the default) or the text "
+                        "not trained on (ignore, datatrove's no_loss_ranges)")
     p.add_argument("--batch-size", type=int, default=1024, help="documents per encode_batch call (default 1024)")
     p.add_argument("--processes", type=int, default=1, help="worker processes (default 1: in this process)")
     p.add_argument("--executor", choices=("local", "ray"), default="local", help="where tasks run (default local)")

@@ -7,7 +7,12 @@ whole (8 bytes a document) and checks it against the token file's size and the m
 document count; the tokens stay in the store and are fetched later by byte range, a chunk at a
 time.
 
-Every ``.ds`` and ``.ds.index`` is pinned to the object first stat'ed (size and fingerprint), as
+A ``.ds.loss`` (one byte per token: datatrove's ``DocumentTokenizer`` loss mask, or ``feedline
+tokenize --loss-mask``'s) is found only when the reader asks for loss masks (``with_loss``):
+through the manifest's ``loss`` entries, else by a stat beside every ``.ds`` (all of a folder's
+files have one, or none). Its size must be the file's token count.
+
+Every ``.ds``, ``.ds.index`` and ``.ds.loss`` is pinned to the object first stat'ed (size and fingerprint), as
 the episode reader pins its videos: a token read of a replaced ``.ds`` is a
 :class:`~feedline.text.errors.TokenFileChangedError` naming it, never other tokens, and each
 process checks a file's index pin before its first read of that file. With a manifest, every
@@ -29,8 +34,9 @@ import numpy as np
 
 from feedline.io.errors import NotFoundError, ObjectChangedError, StoreError
 from feedline.io.redact import redact_text
+from feedline.text.boundaries import distinct_ends
 from feedline.text.errors import TokenFileChangedError, TokenFileError
-from feedline.text.layout import INDEX_SUFFIX, METADATA_SUFFIX, TOKENS_SUFFIX
+from feedline.text.layout import INDEX_SUFFIX, LOSS_SUFFIX, METADATA_SUFFIX, TOKENS_SUFFIX
 from feedline.text.manifest import MANIFEST_NAME, Manifest, parse_manifest
 
 __all__ = ["TokenCorpus"]
@@ -54,12 +60,14 @@ class TokenCorpus:
         token_size: bytes per token when neither a manifest nor a ``.ds.metadata`` says.
         outage_s: how long the store may fail transiently while reads are retried. Default
             ``None``: the store's own default.
+        with_loss: find each file's ``.ds.loss`` (see the module docstring). Default ``False``.
     """
 
     root: str
     storage_options: dict[str, Any] = field(default_factory=dict)
     token_size: int | None = None
     outage_s: float | None = None
+    with_loss: bool = False
 
     def __post_init__(self) -> None:
         self.root = os.fspath(self.root)
@@ -73,7 +81,11 @@ class TokenCorpus:
         documents = [s.documents for s in self.manifest.shards] if self.manifest is not None else None
         self.doc_ends = [self._read_index(name, int(n), None if documents is None else documents[i])
                          for i, (name, n) in enumerate(zip(self.names, self.tokens, strict=True))]
+        #: The document ends that bound windows' documents (an empty document's repeat dropped).
+        self.boundary_ends = [distinct_ends(ends) for ends in self.doc_ends]
         self.dtype = np.dtype("<u2" if self.token_bytes == 2 else "<u4")
+        #: Each file's ``.ds.loss`` name, ``None`` for a file without one (or without ``with_loss``).
+        self.loss_names: list[str | None] = self._find_loss() if self.with_loss else [None] * len(self.names)
         vocab = self.manifest.tokenizer.get("vocab_size") if self.manifest is not None else None
         self.vocab_size = vocab if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0 else None
 
@@ -182,9 +194,51 @@ class TokenCorpus:
                                  f"last end {int(ends[-1])})")
         return ends
 
+    def _find_loss(self) -> list[str | None]:
+        stems = [name[: -len(TOKENS_SUFFIX)] for name in self.names]
+        if self.manifest is not None:
+            listed = [s.loss for s in self.manifest.shards]
+        else:
+            listed = []
+            for stem in stems:
+                try:
+                    self.store.stat(stem + LOSS_SUFFIX)
+                    listed.append(True)
+                except NotFoundError:
+                    listed.append(False)
+                except StoreError as exc:
+                    raise TokenFileError(f"{self.where(stem + LOSS_SUFFIX)}: {exc}") from None
+            if any(listed) and not all(listed):
+                have = stems[listed.index(True)] + LOSS_SUFFIX
+                lack = stems[listed.index(False)] + LOSS_SUFFIX
+                raise TokenFileError(f"{self.where(lack)}: missing, but {have} is there; every .ds of a folder "
+                                     "needs its .ds.loss, or none")
+        out: list[str | None] = []
+        for stem, n, has in zip(stems, self.tokens.tolist(), listed, strict=True):
+            if not has:
+                out.append(None)
+                continue
+            name = stem + LOSS_SUFFIX
+            try:
+                pin = self.pins[name] = self.store.stat(name)
+            except NotFoundError:
+                raise TokenFileError(f"{self.where(name)}: listed in the manifest but missing") from None
+            except StoreError as exc:
+                raise TokenFileError(f"{self.where(name)}: {exc}") from None
+            if int(pin.size) != n:
+                raise TokenFileError(f"{self.where(name)}: {pin.size} bytes, but {stem + TOKENS_SUFFIX} holds {n} "
+                                     "tokens (one loss byte a token); the folder changed since it was written")
+            out.append(name)
+        return out
+
     # ---- reading ----------------------------------------------------------------------------
     def read_tokens(self, file: int, start: int, end: int) -> np.ndarray:
         """Tokens ``[start, end)`` of file ``file``: one ranged read, pinned to the file opened."""
+        return self.read_token_ranges(file, [(start, end)])
+
+    def read_token_ranges(self, file: int, ranges: list[tuple[int, int]]) -> np.ndarray:
+        """The tokens of ``ranges`` (``[start, end)`` each) of file ``file``, back to back: one
+        pinned read (a packed chunk's documents are a few ranges)."""
         tb = self.token_bytes
         name = self.names[file]
         try:
@@ -192,22 +246,57 @@ class TokenCorpus:
                 index = name[: -len(TOKENS_SUFFIX)] + INDEX_SUFFIX
                 self.store.check_pin(index, self.pins[index])
                 self._index_checked.add(file)
-            data = self.store.read_ranges_pinned(name, [(start * tb, end * tb)], self.pins[name])[0]
+            parts = self.store.read_ranges_pinned(name, [(a * tb, b * tb) for a, b in ranges], self.pins[name])
         except ObjectChangedError as exc:
             raise TokenFileChangedError(
                 f"{redact_text(exc.url)}: changed since the dataset was opened ({exc.what}); "
                 "reopen the dataset to read the new files") from None
         except StoreError as exc:
             raise TokenFileError(f"{self.where(name)}: {exc}") from None
-        if len(data) != (end - start) * tb:
-            raise TokenFileError(f"{self.where(name)}: short read ({len(data)} of {(end - start) * tb} bytes)")
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        want = sum(b - a for a, b in ranges) * tb
+        if len(data) != want:
+            raise TokenFileError(f"{self.where(name)}: short read ({len(data)} of {want} bytes)")
         tokens = np.frombuffer(data, dtype=self.dtype)
         if self.vocab_size is not None and tokens.size and int(tokens.max()) >= self.vocab_size:
             at = int(np.flatnonzero(tokens >= self.vocab_size)[0])
+            lengths = np.array([b - a for a, b in ranges])
+            k = int(np.searchsorted(np.cumsum(lengths), at, side="right"))
+            where = ranges[k][0] + at - int(lengths[:k].sum())  # the token's place in the file
             raise TokenFileError(
-                f"{self.where(name)}: token id {int(tokens[at])} at token {start + at} (byte {(start + at) * tb}) "
+                f"{self.where(name)}: token id {int(tokens[at])} at token {where} (byte {where * tb}) "
                 f"is not below the manifest's vocabulary size {self.vocab_size}; the file is damaged")
         return tokens
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes a fetched token takes: its width, plus its loss byte when the files have one."""
+        return self.token_bytes + (1 if any(n is not None for n in self.loss_names) else 0)
+
+    def read_loss(self, file: int, start: int, end: int) -> np.ndarray | None:
+        """Loss bytes ``[start, end)`` of file ``file`` as bools (one ranged read, pinned), or
+        ``None`` when the file has no ``.ds.loss``."""
+        return self.read_loss_ranges(file, [(start, end)])
+
+    def read_loss_ranges(self, file: int, ranges: list[tuple[int, int]]) -> np.ndarray | None:
+        """The loss bytes of ``ranges`` of file ``file``, back to back, as bools; ``None``
+        when the file has no ``.ds.loss``."""
+        name = self.loss_names[file]
+        if name is None:
+            return None
+        try:
+            parts = self.store.read_ranges_pinned(name, list(ranges), self.pins[name])
+        except ObjectChangedError as exc:
+            raise TokenFileChangedError(
+                f"{redact_text(exc.url)}: changed since the dataset was opened ({exc.what}); "
+                "reopen the dataset to read the new files") from None
+        except StoreError as exc:
+            raise TokenFileError(f"{self.where(name)}: {exc}") from None
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        want = sum(b - a for a, b in ranges)
+        if len(data) != want:
+            raise TokenFileError(f"{self.where(name)}: short read ({len(data)} of {want} bytes)")
+        return np.frombuffer(data, dtype=np.uint8) != 0
 
     def identity(self) -> str:
         """Digest of the files' names, token counts and document counts."""

@@ -1,10 +1,12 @@
 """datatrove's on-disk token layout, written all-or-nothing, and its file names.
 
-One input shard becomes three files (datatrove's ``DocumentTokenizer`` names them the same):
+One input shard becomes three files (four with a loss mask) (datatrove's ``DocumentTokenizer`` names them the same):
 
 * ``X.ds``: every document's tokens, then its EOS, little-endian uint16 (uint32 for a vocabulary
   over 65,536 ids);
 * ``X.ds.index``: uint64 little-endian, the token position where each document ends (exclusive);
+* ``X.ds.loss`` (with ``--loss-mask`` only): one byte a token, 1 where a loss is taken on it
+  (datatrove's ``DocumentTokenizer`` writes the same with ``save_loss_metadata``);
 * ``X.ds.metadata``: three text lines: ``<tokenizer name>|<token bytes>``, the token count, and
   the count with a metric prefix (``1.23 MT``), as datatrove's ``write_final_metadata`` writes them.
 
@@ -25,11 +27,12 @@ import numpy as np
 from feedline.io.atomic import remove_stale_temps
 from feedline.run.outputs import InstallSet
 
-__all__ = ["INDEX_SUFFIX", "METADATA_SUFFIX", "TOKENS_SUFFIX", "ShardWriter", "metadata_text", "shard_files"]
+__all__ = ["INDEX_SUFFIX", "LOSS_SUFFIX", "METADATA_SUFFIX", "TOKENS_SUFFIX", "ShardWriter", "metadata_text", "shard_files"]
 
 TOKENS_SUFFIX = ".ds"
 INDEX_SUFFIX = ".ds.index"
 METADATA_SUFFIX = ".ds.metadata"
+LOSS_SUFFIX = ".ds.loss"
 _PREFIXES = ("", "k", "M", "G", "T", "P", "E", "Z", "Y", "R", "Q")
 
 
@@ -65,27 +68,36 @@ class ShardWriter:
         tokens_path: the ``.ds`` path (the other two are beside it).
         dtype: the token width (uint16 or uint32).
         tokenizer_name: what the ``.ds.metadata`` names.
+        loss: also write the ``.ds.loss`` (every :meth:`write` then gives its mask). Default ``False``.
     """
 
     tokens_path: str
     dtype: np.dtype
     tokenizer_name: str
+    loss: bool = False
 
     def __post_init__(self) -> None:
         self.paths = shard_files(self.tokens_path)
-        for path in self.paths:
+        self.loss_path = self.paths[0][: -len(TOKENS_SUFFIX)] + LOSS_SUFFIX
+        for path in (*self.paths, self.loss_path):
             remove_stale_temps(path)  # what a killed writer of the same shard left
         self._set = InstallSet()
         self._tokens = self._set.add(self.paths[0])
+        self._loss = self._set.add(self.loss_path) if self.loss else None
         self._ends: list[np.ndarray] = []
         self.tokens = 0
         self.documents = 0
 
-    def write(self, tokens: np.ndarray, counts: np.ndarray) -> None:
-        """Append documents: their concatenated tokens (each with its EOS) and token counts."""
+    def write(self, tokens: np.ndarray, counts: np.ndarray, loss: np.ndarray | None = None) -> None:
+        """Append documents: their concatenated tokens (each with its EOS), token counts and,
+        for a writer with ``loss``, every token's loss mask."""
         if counts.size == 0:
             return
+        if (loss is None) != (self._loss is None) or (loss is not None and loss.size != tokens.size):
+            raise ValueError(f"{self.paths[0]}: a loss mask of one value a token goes with loss=True only")
         self._tokens.handle.write(np.ascontiguousarray(tokens, self.dtype.newbyteorder("<")).tobytes())
+        if self._loss is not None and loss is not None:
+            self._loss.handle.write(np.ascontiguousarray(loss, np.uint8).tobytes())
         self._ends.append(self.tokens + np.cumsum(counts, dtype=np.int64))
         self.tokens += int(counts.sum())
         self.documents += int(counts.size)
@@ -95,7 +107,7 @@ class ShardWriter:
         return np.concatenate(self._ends) if self._ends else np.empty(0, np.int64)
 
     def commit(self) -> None:
-        """Install the three files together (the index and metadata written last)."""
+        """Install the files together (the index and metadata written last)."""
         try:
             self._set.add(self.paths[1]).handle.write(self.doc_ends.astype("<u8").tobytes())
             meta = self._set.add(self.paths[2])

@@ -2,7 +2,8 @@
 
 ``<out>/manifest.json`` holds the tokenizer (name, sha256 of its ``tokenizer.json``, EOS token
 and id, vocabulary size, token dtype), the parameters of the run, and per shard its ``.ds`` path
-(relative to the folder), its source, documents, tokens and bytes, plus the totals. It is written
+(relative to the folder), its source, documents, tokens and bytes (and ``"loss": true`` when a
+``.ds.loss`` of one byte a token is beside it), plus the totals. It is written
 last, atomically, and holds no time stamp, so a rerun that finds every shard done writes the same
 bytes. Over HTTP, which has no listing, :class:`~feedline.text.dataset.TokenDataset` finds the
 files through it; elsewhere it checks the listed sizes against the files it finds.
@@ -30,16 +31,21 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class ShardRecord:
-    """One shard of the manifest: its ``.ds`` path below the folder and its counts."""
+    """One shard of the manifest: its ``.ds`` path below the folder, its counts, and whether a
+    ``.ds.loss`` is beside it."""
 
     path: str
     source: str
     documents: int
     tokens: int
+    loss: bool = False
 
     def as_dict(self, token_bytes: int) -> dict[str, Any]:
-        return {"path": self.path, "source": self.source, "documents": self.documents,
-                "tokens": self.tokens, "bytes": self.tokens * token_bytes}
+        out = {"path": self.path, "source": self.source, "documents": self.documents,
+               "tokens": self.tokens, "bytes": self.tokens * token_bytes}
+        if self.loss:  # only then: a run without loss masks writes the bytes it always wrote
+            out["loss"] = True
+        return out
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,8 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
     if body.get("version") != VERSION:
         raise TokenFileError(f"{where}: manifest version {body.get('version')!r}; this feedline reads {VERSION}")
     try:
-        shards = tuple(ShardRecord(str(s["path"]), str(s["source"]), int(s["documents"]), int(s["tokens"]))
+        shards = tuple(ShardRecord(str(s["path"]), str(s["source"]), int(s["documents"]), int(s["tokens"]),
+                                   s.get("loss") is True)
                        for s in body["shards"])
         manifest = Manifest(dict(body["tokenizer"]), dict(body["parameters"]), shards)
     except (KeyError, TypeError, ValueError) as exc:

@@ -13,9 +13,43 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from feedline.streaming.settings import DEFAULT_SEED, ReaderSettings, floor_field
+from feedline.streaming.errors import StreamingError
+from feedline.streaming.settings import DEFAULT_SEED, ReaderSettings, floor_field, reader_field
 
 __all__ = ["DEFAULTS", "TextSettings", "renamed_keywords"]
+
+
+#: ``boundary``'s modes (:mod:`feedline.text.boundaries`).
+BOUNDARY_MODES = ("eos", "bos")
+
+
+def check_boundary(value: Any) -> str:
+    """``boundary``'s check: one of :data:`BOUNDARY_MODES`."""
+    if value not in BOUNDARY_MODES:
+        raise StreamingError(f"boundary must be 'eos' (documents end with the separator, datatrove's) "
+                             f"or 'bos' (the separator starts a document), got {value!r}")
+    return str(value)
+
+
+#: ``packing``'s modes and ``remainder``'s (:mod:`feedline.text.packing`).
+PACKING_MODES = ("cut", "best_fit")
+REMAINDERS = ("pad", "crop")
+
+
+def check_packing(value: Any) -> str:
+    """``packing``'s check: one of :data:`PACKING_MODES`."""
+    if value not in PACKING_MODES:
+        raise StreamingError(f"packing must be 'cut' (datatrove's windows across documents) or 'best_fit' "
+                             f"(rows that start at a document), got {value!r}")
+    return str(value)
+
+
+def check_remainder(value: Any) -> str:
+    """``remainder``'s check: one of :data:`REMAINDERS`."""
+    if value not in REMAINDERS:
+        raise StreamingError(f"remainder must be 'pad' (padded and masked) or 'crop' (filled with a "
+                             f"cropped document), got {value!r}")
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -35,6 +69,16 @@ class TextSettings(ReaderSettings):
         outage_s: how long the store may fail before the epoch stops.
         replication: consecutive ranks that read identical windows.
         even_batches: how every rank comes to the same number of batches (pad, drop, none).
+        boundary: which side of a document boundary the separator token is on (``eos``/``bos``).
+        return_sequence_id: add each token's document number in the window.
+        return_cu_seqlens: add the window's padded cumulative document starts and their count.
+        return_loss_mask: add which tokens a loss is taken on.
+        mask_after_eos: the loss mask drops the token after every document end.
+        mask_document_start: the loss mask drops every document's first token.
+        ignore_index: labels the loss mask drops take this value (``None``: none are changed).
+        packing: ``cut`` windows across documents, or ``best_fit`` rows that start at one.
+        remainder: what fills a ``best_fit`` row's room: ``pad`` or ``crop``.
+        pad_id: the token id of padding.
     """
 
     pool_size: int = floor_field("pool_size", 64, unit="chunks per rank, /N per worker")
@@ -49,6 +93,36 @@ class TextSettings(ReaderSettings):
     outage_s: float = floor_field("outage_s", 60.0)
     replication: int = floor_field("replication", 1)
     even_batches: str = floor_field("even_batches", "pad")
+    boundary: str = reader_field(
+        "eos", kind=str, unit="mode", flag="", check=check_boundary,
+        help="`eos`: documents end with the separator (datatrove's); `bos`: it starts them")
+    return_sequence_id: bool = reader_field(
+        False, kind=bool, unit="flag", flag="",
+        help="add `sequence_id`: each token's document in the window, from 0 (llm-foundry's)")
+    return_cu_seqlens: bool = reader_field(
+        False, kind=bool, unit="flag", flag="",
+        help="add `cu_seqlens` (int32, padded with the length to length + 1) and `cu_seqlens_count`")
+    return_loss_mask: bool = reader_field(
+        False, kind=bool, unit="flag", flag="",
+        help="add `loss_mask`: `.ds.loss` where there is one (else all true), less the options below")
+    mask_after_eos: bool = reader_field(
+        False, kind=bool, unit="flag", flag="",
+        help="the loss mask drops the token after every document end (Megatron's `eod_mask_loss`)")
+    mask_document_start: bool = reader_field(
+        False, kind=bool, unit="flag", flag="",
+        help="the loss mask drops every document's first token, by `boundary`")
+    ignore_index: int | None = reader_field(
+        None, kind=int, unit="label id", flag="", optional=True,
+        help="with `labels`, labels the loss mask drops become this (`-100`: cross_entropy's default)")
+    packing: str = reader_field(
+        "cut", kind=str, unit="mode", flag="", check=check_packing,
+        help="`cut`: datatrove's windows across documents; `best_fit`: rows that each start at a document")
+    remainder: str = reader_field(
+        "pad", kind=str, unit="mode", flag="", check=check_remainder,
+        help="a `best_fit` row's room: `pad` (padded, dropped from the loss mask) or `crop` (a cropped document)")
+    pad_id: int = reader_field(
+        0, kind=int, unit="token id", flag="", minimum=0,
+        help="the token id padding holds (`best_fit` with `remainder=\"pad\"`)")
 
 
 #: The token reader's defaults, as one value: ``TokenDataset``'s signature reads them here, so a

@@ -4,7 +4,8 @@ Every executor (in process, the spawn pool, Ray) runs :func:`run_shard` and gets
 :class:`ShardResult` back, never an exception for a failure of the shard itself, so all of them
 report failures alike (the curate processor's contract). The marker is a
 :class:`~feedline.run.markers.DoneMarker` tied to a digest of the job's signature, so a shard
-counts as done only for the same tokenizer (by sha256), EOS, shuffle seed and text field.
+counts as done only for the same tokenizer (by sha256), EOS, shuffle seed, text field and loss
+mask field (:mod:`feedline.text.lossmask`).
 
 A document is one JSON line with a ``text`` string (Dolma's and datatrove's field). A line that
 is not JSON, a document without text, or a truncated compressed file fails the shard with one
@@ -27,6 +28,7 @@ from feedline.run.markers import DoneMarker, params_digest
 from feedline.run.task import TaskResult, attempt_task
 from feedline.text.errors import DocumentError, RetryableTextFailure, TextError
 from feedline.text.layout import ShardWriter
+from feedline.text.lossmask import LossValue, encode_with_loss, parse_loss_value
 from feedline.text.tokenizer import TextTokenizer, encode_documents
 
 __all__ = ["ShardResult", "ShardTask", "TokenizeJob", "run_shard"]
@@ -45,23 +47,34 @@ class TokenizeJob:
             in input order.
         text_field: the JSON field holding a document's text.
         batch_size: documents encoded per ``encode_batch`` call.
+        loss_field: the JSON field a ``.ds.loss`` is written from (a bool or character spans);
+            ``None`` writes none.
+        loss_spans: what the field's spans are: ``"train"`` (the tokens a loss is taken on) or
+            ``"ignore"`` (the ones it is not, datatrove's ``no_loss_ranges``).
     """
 
     tokenizer: TextTokenizer
     shuffle_seed: int | None = None
     text_field: str = "text"
     batch_size: int = 1024
+    loss_field: str | None = None
+    loss_spans: str = "train"
+
+    def _loss(self) -> dict[str, Any]:
+        # only with a loss mask: a run without one keeps its markers' digests and its manifest's bytes
+        return {} if self.loss_field is None else {"loss_mask": self.loss_field, "loss_spans": self.loss_spans}
 
     def signature(self) -> dict[str, Any]:
         """Everything that changes a shard's bytes (what its marker is tied to)."""
         t = self.tokenizer
         return {"format": FORMAT_VERSION, "tokenizer": t.sha256, "name": t.name, "eos": t.eos_id,
-                "dtype": t.dtype.name, "shuffle": self.shuffle_seed, "text_field": self.text_field}
+                "dtype": t.dtype.name, "shuffle": self.shuffle_seed, "text_field": self.text_field,
+                **self._loss()}
 
     def parameters(self) -> dict[str, Any]:
         """The manifest's ``parameters``."""
         return {"shuffle_documents": self.shuffle_seed, "text_field": self.text_field,
-                "eos_token": self.tokenizer.eos_token}
+                "eos_token": self.tokenizer.eos_token, **self._loss()}
 
 
 @dataclass(frozen=True)
@@ -98,12 +111,15 @@ def _tokenizer_for(job: TokenizeJob) -> Any:
     return built
 
 
-def _texts(path: str, field: str, batch_size: int) -> Iterator[list[str]]:
-    """The documents' texts in batches; errors name the file and the document."""
+def _texts(path: str, field: str, batch_size: int,
+           loss_field: str | None = None) -> Iterator[tuple[list[str], list[LossValue]]]:
+    """The documents' texts in batches, with their loss mask fields (``None`` each without
+    ``loss_field``); errors name the file and the document."""
     from feedline.curate.documents import CurateError, RetryableFailure, open_lines
 
     loads = orjson.loads
     batch: list[str] = []
+    values: list[LossValue] = []
     n = 0
     try:
         with open_lines(path) as lines:
@@ -120,47 +136,62 @@ def _texts(path: str, field: str, batch_size: int) -> Iterator[list[str]]:
                     named = f" (id {ident!r})" if ident is not None else ""
                     raise DocumentError(f"{path}: document {n}{named} has {what} {field!r} text")
                 batch.append(text)
+                if loss_field is None:
+                    values.append(None)
+                else:
+                    ident = doc.get("id")
+                    named = f" (id {ident!r})" if ident is not None else ""
+                    values.append(parse_loss_value(doc.get(loss_field), text, loss_field,
+                                                   f"{path}: document {n}{named}"))
                 if len(batch) >= batch_size:
-                    yield batch
-                    batch = []
+                    yield batch, values
+                    batch, values = [], []
     except RetryableFailure as exc:
         raise RetryableTextFailure(str(exc)) from exc
     except CurateError as exc:
         raise DocumentError(str(exc)) from None
     if batch:
-        yield batch
+        yield batch, values
 
 
-def _shuffled(tokens: np.ndarray, counts: np.ndarray, seed: int, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """The documents in a seeded order (per shard: the seed and the shard's name)."""
+def _shuffled(tokens: np.ndarray, counts: np.ndarray, seed: int, name: str,
+              loss: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The documents (and their loss masks) in a seeded order (per shard: the seed and the
+    shard's name)."""
     rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
     order = rng.permutation(counts.size)
     starts = np.cumsum(counts) - counts
     new_counts = counts[order]
     new_starts = np.cumsum(new_counts) - new_counts
     gather = np.repeat(starts[order] - new_starts, new_counts) + np.arange(int(counts.sum()))
-    return tokens[gather], new_counts
+    return tokens[gather], new_counts, None if loss is None else loss[gather]
 
 
 def tokenize_shard(task: ShardTask, job: TokenizeJob, progress: Callable[[int], None] | None) -> tuple[int, int]:
-    """Write the shard's three files; (documents, tokens)."""
+    """Write the shard's files; (documents, tokens)."""
     tokenizer = _tokenizer_for(job)
     dtype = job.tokenizer.dtype
-    writer = ShardWriter(task.tokens_path, dtype, job.tokenizer.name)
-    held: list[tuple[np.ndarray, np.ndarray]] = []
+    with_loss = job.loss_field is not None
+    writer = ShardWriter(task.tokens_path, dtype, job.tokenizer.name, loss=with_loss)
+    held: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
     try:
-        for texts in _texts(task.source, job.text_field, job.batch_size):
-            tokens, counts = encode_documents(tokenizer, texts, dtype)
-            if job.shuffle_seed is None:
-                writer.write(tokens, counts)
+        for texts, values in _texts(task.source, job.text_field, job.batch_size, job.loss_field):
+            loss: np.ndarray | None = None
+            if with_loss:
+                tokens, counts, loss = encode_with_loss(tokenizer, texts, values, dtype, job.loss_spans)
             else:
-                held.append((tokens, counts))
+                tokens, counts = encode_documents(tokenizer, texts, dtype)
+            if job.shuffle_seed is None:
+                writer.write(tokens, counts, loss)
+            else:
+                held.append((tokens, counts, loss))
             if progress is not None:
                 progress(int(counts.sum()))
         if held:
             tokens = np.concatenate([h[0] for h in held])
             counts = np.concatenate([h[1] for h in held])
-            writer.write(*_shuffled(tokens, counts, int(job.shuffle_seed), task.name))  # type: ignore[arg-type]
+            losses = np.concatenate([h[2] for h in held]) if with_loss else None  # type: ignore[misc]
+            writer.write(*_shuffled(tokens, counts, int(job.shuffle_seed), task.name, losses))  # type: ignore[arg-type]
         writer.commit()
     except BaseException:
         writer.abort()

@@ -30,7 +30,8 @@ from feedline.run.pool import pool_map
 from feedline.run.progress import Progress
 from feedline.run.ray_driver import ray_map, ray_session
 from feedline.text.errors import TextError
-from feedline.text.layout import TOKENS_SUFFIX, shard_files
+from feedline.text.layout import LOSS_SUFFIX, TOKENS_SUFFIX, shard_files
+from feedline.text.lossmask import LOSS_SPAN_MODES
 from feedline.text.manifest import MANIFEST_NAME, ShardRecord, write_manifest
 from feedline.text.shard import ShardResult, ShardTask, TokenizeJob, run_shard
 from feedline.validate import check_int
@@ -94,6 +95,14 @@ def plan_tasks(sources: list[str], out: str, metadata: str) -> list[ShardTask]:
     return tasks
 
 
+def _outputs(task: ShardTask, job: TokenizeJob) -> tuple[str, ...]:
+    """The files a shard writes: its three, and its ``.ds.loss`` with a loss mask."""
+    files = shard_files(task.tokens_path)
+    if job.loss_field is None:
+        return files
+    return (*files, files[0][: -len(TOKENS_SUFFIX)] + LOSS_SUFFIX)
+
+
 def _pool_task(args: tuple[ShardTask, TokenizeJob, int], report: Any) -> ShardResult:
     task, job, retries = args
     return run_shard(task, job, retries, report)
@@ -105,8 +114,8 @@ def _source_of(args: tuple[ShardTask, TokenizeJob, int]) -> str:
 
 def _remove_partial(args: tuple[ShardTask, TokenizeJob, int]) -> None:
     """The temps a dead or terminated worker left beside the shard's files and marker."""
-    task = args[0]
-    for path in (*shard_files(task.tokens_path), task.marker):
+    task, job, _ = args
+    for path in (*_outputs(task, job), task.marker):
         remove_stale_temps(path)
 
 
@@ -161,6 +170,8 @@ def run_tokenize(
 
     check_int("processes", processes, minimum=1, error=TextError)
     check_int("retries", retries, minimum=0, error=TextError)
+    if job.loss_spans not in LOSS_SPAN_MODES:
+        raise TextError(f"--loss-spans {job.loss_spans!r}: use train (the spans are trained on) or ignore")
     if executor not in ("local", "ray"):
         raise TextError(f"unknown executor {executor!r}: use local or ray")
     if is_url(out):
@@ -176,13 +187,14 @@ def run_tokenize(
     refuse_inputs([(t.tokens_path, "choose another --out") for t in tasks], sources, error=TextError)
     report = TokenizeReport(total=len(tasks), out=out)
     records: dict[str, ShardRecord] = {}
+    loss = job.loss_field is not None
     pending = []
     for task in tasks:
         marker = task.done_marker(job).read()
-        if marker is not None and all(os.path.exists(p) for p in shard_files(task.tokens_path)):
+        if marker is not None and all(os.path.exists(p) for p in _outputs(task, job)):
             report.done_before.append(task.source)
             records[task.name] = ShardRecord(task.name, redact_text(task.source), int(marker["documents"]),
-                                             int(marker["tokens"]))
+                                             int(marker["tokens"]), loss)
         else:
             pending.append(task)
     if pending:
@@ -203,7 +215,8 @@ def run_tokenize(
             result = ShardResult(task.source, True, int(marker["documents"]), name=task.name,
                                  tokens=int(marker["tokens"]))
             report.processed.append(result)
-            records[task.name] = ShardRecord(task.name, redact_text(task.source), result.documents, result.tokens)
+            records[task.name] = ShardRecord(task.name, redact_text(task.source), result.documents, result.tokens,
+                                             loss)
     ordered = [records[t.name] for t in tasks]
     report.documents = sum(r.documents for r in ordered)
     report.tokens = sum(r.tokens for r in ordered)
