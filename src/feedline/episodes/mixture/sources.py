@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from feedline.episodes.errors import MixtureError
+from feedline.io.redact import redact_text
 from feedline.streaming.schedule.mixture import Quota
 
 __all__ = ["BATCHING", "Mixture", "Source", "as_source", "load_mixture"]
@@ -93,8 +94,9 @@ class Source:
 
     @property
     def name(self) -> str:
-        """How messages name the source: its root or repo id."""
-        return str(self.root if self.root is not None else self.repo_id)
+        """How messages and the checkpoint's description name the source: its root (without
+        user:password or query tokens) or repo id."""
+        return redact_text(str(self.root if self.root is not None else self.repo_id))
 
     @property
     def quota(self) -> Quota:
