@@ -75,6 +75,7 @@ def served(nginx_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "doc2": f"{base}/secrets-text/documents/part-01.jsonl.gz?X-Amz-Signature={TOKEN}",
         "tokens": f"{base}/secrets-tokens",
         "tokenizer": str(tokenizer),
+        "served": str(root),
     }
 
 
@@ -109,7 +110,7 @@ def test_download_and_its_manifest(served, tmp_path, home) -> None:
     assert_clean(out, folders=[tmp_path])
 
 
-def test_dedup_tag_and_tokenize(served, tmp_path, home) -> None:
+def test_dedup_tag_tokenize_and_mix(served, tmp_path, tmp_path_factory, home) -> None:
     # the one-process dedup reads local shards only: its refusal of URLs is checked for secrets
     out = _run("dedup", served["doc"], served["doc2"], "--out", str(tmp_path / "dedup"), env=home, ok=False)
     tokens = tmp_path / "tokens"
@@ -121,6 +122,17 @@ def test_dedup_tag_and_tokenize(served, tmp_path, home) -> None:
     out += _run("tag", "--documents", served["doc"], "--taggers", "char_length_v1",
                 "--destination", str(tmp_path / "attributes"), "--metadata", str(tmp_path / "meta"),
                 env=home)
+    # mix reads the documents and their attributes by URL: serve the attributes tag wrote
+    shutil.copytree(tmp_path / "attributes", Path(served["served"]) / "secrets-text" / "attributes",
+                    dirs_exist_ok=True)
+    config = tmp_path_factory.mktemp("secrets-mix") / "mix.json"  # the user's own file
+    config.write_text(json.dumps({"streams": [{
+        "name": "kept", "documents": [served["doc"]], "attributes": ["char_length_v1"],
+        "output": {"path": str(tmp_path / "mixed"), "max_size_in_bytes": 1 << 20},
+        "filter": {"include": ["$.attributes[?(@.char_length_v1__char_length_v1__length[0][2] > 0)]"]},
+    }]}))
+    out += _run("mix", str(config), "--summary", str(tmp_path / "mix-summary.json"), env=home)
+    assert list((tmp_path / "mixed").glob("kept-*")), out
     assert_clean(out, folders=[tmp_path])
 
 
@@ -133,8 +145,10 @@ def test_episode_commands(served, tmp_path, tmp_path_factory, home) -> None:
     out += _run("build-sidecar", "--data-root", root, "--output", str(tmp_path / "sidecar.npz"), env=home)
     out += _run("plan", root, "--no-calibration", env=home)
     out += _run("plan", root, "--json", "--no-calibration", env=home)
+    header = json.dumps({"headers": {"Authorization": f"Bearer {TOKEN}"}})  # a store option's secret
     out += _run("plan", root, "--no-calibration", "--measure", "1", "--report", str(tmp_path / "report"),
-                env=home)
+                f"--dataset.storage_options={header}", env=home)
+    out += _run("plan", root, "--no-calibration", "--json", f"--dataset.storage_options={header}", env=home)
     out += _run("plan", f"--dataset.mixture={mixture}", "--no-calibration", "--json", env=home)
     out += _run("plan", served["missing"], "--no-calibration", env=home, ok=False)
     assert (tmp_path / "report" / "report.html").exists()
@@ -167,7 +181,8 @@ def test_episode_readers(served, caplog) -> None:
         with pytest.raises(FeedlineError) as info:
             bad()
         texts.append(str(info.value))
-    assert_clean(*texts, "\n".join(r.getMessage() for r in caplog.records))
+    assert_clean(*texts, "\n".join(r.getMessage() for r in caplog.records),
+                 folders=[Path(os.environ["FEEDLINE_HOME"])])  # the MP4 index cache
 
 
 def test_token_readers(served, caplog) -> None:
