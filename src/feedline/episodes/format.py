@@ -555,7 +555,7 @@ def _check_timestamps(
         i = int(bad[0])
         raise EpisodeFormatError(
             f"{file_of(i)}: episode {int(episode_index[i])} camera {key}: to_timestamp - "
-            f"from_timestamp = {to_ts[i]!r} - {from_ts[i]!r} = {duration[i]:.6g} s, but length "
+            f"from_timestamp = {float(to_ts[i])!r} - {float(from_ts[i])!r} = {duration[i]:.6g} s, but length "
             f"{int(length[i])} at fps {info['fps']} is {length[i] / fps:.6g} s "
             f"({len(bad)} episode(s) disagree; is meta/info.json's fps right?)"
         )

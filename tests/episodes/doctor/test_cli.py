@@ -128,3 +128,14 @@ def test_output_is_capped_per_check_and_control_characters_are_escaped(h264_data
     assert len([line for line in full.splitlines() if line.startswith("warning [orphans]")]) == 28
     assert "\x1b" not in full and "\x07" not in full and "evil\\x1b[2J\\x07.parquet" in full
     assert len(json.loads(run_feedline("doctor", str(root), "--json").stdout)["findings"]) >= 28
+
+
+def test_a_nan_timestamp_is_quoted_as_a_number(h264_dataset, tmp_path: Path) -> None:
+    root = plant.copy(h264_dataset, tmp_path)
+    plant.edit_episodes(root, 1, f"videos/{plant.CAM0}/from_timestamp", lambda _: float("nan"))
+    proc = run_feedline("doctor", str(root))
+    assert proc.returncode >= 1 and "from_timestamp nan / to_timestamp " in proc.stdout, proc.stdout
+    assert "np.float64" not in proc.stdout
+    with pytest.raises(EpisodeFormatError) as err:  # the readers' own message
+        EpisodeDataset(root=root)
+    assert "- nan = nan s" in str(err.value) and "np." not in str(err.value), err.value

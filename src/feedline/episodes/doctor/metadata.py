@@ -138,7 +138,7 @@ def _check_spans(meta: Metadata, findings: Findings) -> None:
             path = table.video_path[key][i]
             meta.bad_spans.add((key, episode))
             if not finite[i]:
-                problem = f"from_timestamp {start[i]!r} / to_timestamp {end[i]!r} of {key} are not finite non-negative seconds"
+                problem = f"from_timestamp {float(start[i])!r} / to_timestamp {float(end[i])!r} of {key} are not finite non-negative seconds"
             else:
                 problem = (
                     f"{key}: to_timestamp - from_timestamp = {end[i]:.6g} - {start[i]:.6g} = {duration[i]:.6g} s, "
