@@ -34,8 +34,24 @@ def check_int(
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         bound = "" if minimum is None else f" >= {minimum}"
-        raise error(f"{name} must be an integer{bound}, got {value!r}")
+        raise error(f"{name} must be an integer{bound}, got {shown(value)}")
     value = int(value)
     if minimum is not None and value < minimum:
         raise error(f"{name} must be an integer >= {minimum}, got {value!r}")
     return value
+
+
+def plain(value: Any) -> Any:
+    """``value`` with numpy scalars (inside lists and tuples too) made the Python numbers they
+    equal, so a message quoting it reads ``nan`` or ``1.5``, not ``np.float64(nan)``."""
+    if isinstance(value, list | tuple):
+        return type(value)(plain(v) for v in value)
+    item = getattr(value, "item", None)
+    if item is not None and type(value).__module__ == "numpy" and getattr(value, "ndim", 1) == 0:
+        return item()
+    return value
+
+
+def shown(value: Any) -> str:
+    """How a message quotes a value the user gave: its ``repr`` as a Python number or list."""
+    return repr(plain(value))

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from torch.utils.data import DataLoader
 
+from feedline.streaming.errors import PlanError
 from feedline.text import TokenDataset, TokenSource
 from tests.streaming.resume_harness import TrackedRun, check_elastic, check_resume, resume_points
 
@@ -99,3 +100,21 @@ def test_elastic_resume_covers_the_rest_once(tokens_root: Path, before: tuple, a
     resumed = check_elastic(make, (world, _loader(batch, workers)),
                             (after[0], _loader(after[2], after[1])), _windows, 25, everything)
     assert all(ds.epoch == 1 for ds in resumed)
+
+
+def test_resume_on_more_ranks_than_remaining_chunks_is_the_token_readers_error(tokens_root: Path) -> None:
+    """The plan's refusal names TokenDataset and its chunks, the remaining ones of the epoch
+    (it spoke of "selected episode(s)")."""
+    ds = TokenDataset(tokens_root, SEQ, chunk_windows=8)
+    stop = sum(ds.batches_per_rank(8, 0, epoch=0)) - 2
+    for n, _ in enumerate(ds.track(DataLoader(ds, batch_size=8)), 1):
+        if n == stop:
+            break
+    world = 100
+    resumed = TokenDataset(tokens_root, SEQ, chunk_windows=8, rank=0, world_size=world)
+    resumed.load_state_dict(ds.state_dict())
+    with pytest.raises(PlanError) as err:
+        list(resumed.track(DataLoader(resumed, batch_size=8)))
+    message = str(err.value)
+    assert message.startswith("TokenDataset: ") and "remaining chunk(s) of epoch 0" in message, message
+    assert f"cannot give each of {world} ranks a whole chunk" in message and "episode" not in message

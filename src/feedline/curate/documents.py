@@ -46,7 +46,12 @@ def split_documents(path: str) -> tuple[str, str] | None:
 
 
 def relative_name(doc_path: str, base: str) -> str:
-    """The document's path below its ``documents/`` folder, else below the common ``base``."""
+    """The document's path below its ``documents/`` folder, else below the common ``base``.
+
+    A URL's query is no part of the name: it may carry a token, and an output named after it
+    would write the token into a file name."""
+    if is_url(doc_path):
+        doc_path = doc_path.split("?", 1)[0].split("#", 1)[0]
     split = split_documents(doc_path)
     if split is not None:
         return split[1]

@@ -26,6 +26,7 @@ from feedline.episodes.windows import delta_indices
 from feedline.errors import FeedlineError
 from feedline.io import Store, open_store
 from feedline.io.errors import is_transport_error
+from feedline.io.redact import redact_text
 from feedline.validate import check_int
 
 DEFAULT_TOLERANCE_S = 1e-4  # LeRobot's default frame-timestamp tolerance
@@ -129,7 +130,10 @@ class EpisodeDatasetBase:
         self.repo_id = repo_id
         self.repo_type = repo_type
         self.revision = revision
-        self.root_url = resolve_root(repo_id, root, repo_type, revision)
+        #: What reopens the store (in memory and pickled to DataLoader workers, never shown):
+        #: it may carry user:password; ``root_url`` is the same URL as messages show it.
+        self.store_url = resolve_root(repo_id, root, repo_type, revision)
+        self.root_url = redact_text(self.store_url)
         self.storage_options = dict(storage_options or {})
         self.tolerance_s = float(tolerance_s)
         self.return_uint8 = bool(return_uint8)
@@ -198,7 +202,7 @@ class EpisodeDatasetBase:
     store_outage_s: float | None = None
 
     def _open_store(self) -> Store:
-        store = open_store(self.root_url, **self.storage_options)
+        store = open_store(self.store_url, **self.storage_options)
         if self.store_outage_s is not None:
             store.set_outage_s(self.store_outage_s)
         return store

@@ -47,6 +47,9 @@ INFO_PATH = "meta/info.json"
 TASKS_PATH = "meta/tasks.parquet"
 STATS_PATH = "meta/stats.json"
 EPISODES_DIR = "meta/episodes"
+#: Largest ``episode_index`` the readers take: LeRobot counts episodes from 0, so a value past
+#: int32 is damage, and the scheduler's unit ids (copies x index) must stay within int64.
+MAX_EPISODE_INDEX = 2**31 - 1
 STATS_PREFIX = "stats/"
 META_READERS = 4  # meta/episodes files read at once
 WHOLE_READ_BYTES = 1 << 20  # meta/episodes files up to this size are read in one request
@@ -470,6 +473,10 @@ def _episode_table(
     where = store.url(EPISODES_DIR)
     if len(np.unique(episode_index)) != len(episode_index):
         raise EpisodeFormatError(f"{where}: episode_index values repeat")
+    out_of_range = np.flatnonzero((episode_index < 0) | (episode_index > MAX_EPISODE_INDEX))
+    if len(out_of_range) and strict:
+        raise EpisodeFormatError(f"{file_of(out_of_range[0])}: episode_index "
+                                 f"{int(episode_index[out_of_range[0]])} is not in 0..{MAX_EPISODE_INDEX}")
     bad = np.flatnonzero((to_index - from_index != length) | (length < 1))
     if len(bad) and strict:
         e = int(episode_index[bad[0]])
@@ -548,7 +555,7 @@ def _check_timestamps(
         i = int(bad[0])
         raise EpisodeFormatError(
             f"{file_of(i)}: episode {int(episode_index[i])} camera {key}: to_timestamp - "
-            f"from_timestamp = {to_ts[i]!r} - {from_ts[i]!r} = {duration[i]:.6g} s, but length "
+            f"from_timestamp = {float(to_ts[i])!r} - {float(from_ts[i])!r} = {duration[i]:.6g} s, but length "
             f"{int(length[i])} at fps {info['fps']} is {length[i] / fps:.6g} s "
             f"({len(bad)} episode(s) disagree; is meta/info.json's fps right?)"
         )

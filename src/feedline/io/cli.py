@@ -11,6 +11,7 @@ import orjson
 
 from feedline.io.errors import StoreError
 from feedline.io.open import open_object
+from feedline.io.redact import redact_text
 from feedline.io.store import Store
 
 CHUNK = 8 << 20
@@ -53,6 +54,7 @@ def cmd_stat(args: argparse.Namespace) -> int:
     store, name = _open(args)
     info = store.stat(name)
     out = asdict(info)
+    out["path"] = redact_text(info.path)  # the name as given: its query may hold a token
     out["url"] = store.url(name)
     sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
     return 0

@@ -55,7 +55,7 @@ class ObjectChangedError(StoreError):
     its size or ETag differs, or it is gone. Not transient: the caller's view of it is stale.
 
     ``url`` names the object and ``what`` says what differs (``"size 100 -> 120"``, ``"same
-    size, new content"``, ``"it is gone"``), for a caller that words its own message.
+    size, new ETag"``, ``"same size, new mtime"``, ``"it is gone"``), for a caller that words its own message.
     """
 
     def __init__(self, message: str, what: str = "", url: str = "") -> None:
@@ -76,8 +76,28 @@ def object_change(
     if now_size is not None and now_size != size:
         return f"size {size} -> {now_size}"
     if fingerprint is not None and now_fingerprint is not None and now_fingerprint != fingerprint:
-        return "same size, new content"
+        return f"same size, {_validator_change(fingerprint, now_fingerprint)}"
     return None
+
+
+#: What each store's fingerprint is (``kind:value``; see ``Store.stat``), by its prefix.
+_VALIDATORS = {"http": "ETag", "s3": "ETag", "az": "ETag", "hf": "blob hash"}
+
+
+def _validator_change(old: str, new: str) -> str:
+    """Which validator differs, in words that claim no more than the store said: a new mtime
+    or inode is no proof of new bytes, and only an ETag is called one."""
+    kind, _, old_value = old.partition(":")
+    new_kind, _, new_value = new.partition(":")
+    if kind != new_kind or not old_value:
+        return "another fingerprint"
+    if kind == "local":  # local:inode:mtime_ns:size
+        old_parts, new_parts = old_value.split(":"), new_value.split(":")
+        names = [name for name, a, b in zip(("inode", "mtime"), old_parts, new_parts, strict=False) if a != b]
+        return "new " + " and ".join(names) if names else "another fingerprint"
+    if kind == "gs":
+        return "new generation" if old_value.isdigit() and new_value.isdigit() else "new ETag"
+    return f"new {_VALIDATORS.get(kind, 'ETag')}"
 
 
 class TransientError(StoreError):

@@ -20,6 +20,7 @@ import orjson
 
 from feedline.io import atomic_write
 from feedline.io.paths import is_url, local_path
+from feedline.io.redact import redact_text
 from feedline.io.small import read_small
 
 __all__ = ["DoneMarker", "params_digest"]
@@ -56,7 +57,8 @@ class DoneMarker:
         """Record the task as done (atomically), with ``info`` (counts, sizes ...); returns it."""
         marker = {
             "params": self.digest,
-            **info,
+            # a source URL's user:password and query tokens never reach a file
+            **{k: redact_text(v) if isinstance(v, str) else v for k, v in info.items()},
             "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
         with atomic_write(self.path, "wb") as handle:

@@ -21,7 +21,7 @@ import numpy as np
 
 from feedline.streaming.budget import ByteBudget
 from feedline.streaming.chain import PipelineChain
-from feedline.streaming.errors import EPISODE_UNIT, UnitKind
+from feedline.streaming.errors import EPISODE_UNIT, PlanError, UnitKind
 from feedline.streaming.loop import TrackedReader
 from feedline.streaming.pipeline import UnitPipeline
 from feedline.streaming.schedule.even import even_counts, pad_positions
@@ -115,19 +115,45 @@ class StreamingReader(TrackedReader):
         if position.history:
             self._remainder(position)  # once here, shipped to the workers with the reader
 
-    def _due(self, epoch: int) -> Mapping[int, int]:
-        """Units of ``epoch`` still due for this reader: an elastic resume's remainder in the
-        epoch it resumed, else the whole epoch."""
+    def _resumed_in(self, epoch: int) -> ResumePosition | None:
+        """The elastic resume whose remainder ``epoch`` is (``None``: the whole epoch is due)."""
         tracker = self._tracker
         position = self._position or (tracker.position if tracker is not None else None)
         if position is not None and position.epoch == epoch and position.history:
+            return position
+        return None
+
+    def _due(self, epoch: int) -> Mapping[int, int]:
+        """Units of ``epoch`` still due for this reader: an elastic resume's remainder in the
+        epoch it resumed, else the whole epoch."""
+        position = self._resumed_in(epoch)
+        if position is not None:
             return self._remainder(position).lengths
         return self.epoch_lengths(epoch)
 
+    def _check_plannable(self, units: int, world: int, epoch: int, remaining: bool) -> None:
+        """The plan's refusal of more ranks than units, in this reader's words: after an elastic
+        resume the units left are the epoch's *remaining* ones, not its selection."""
+        if units >= world:
+            return
+        kind = self.UNIT_KIND
+        if remaining:
+            advice = (f"resume on at most {units} rank(s), or from a checkpoint taken earlier in the "
+                      "epoch")
+        else:
+            more = "select more episodes" if kind.unit == "episode" else f"more {kind.unit}s: {kind.shrink}"
+            advice = f"reduce the number of ranks to at most {units} (or {more})"
+        raise PlanError(
+            f"{type(self).__name__}: {units} {'remaining' if remaining else 'selected'} {kind.unit}(s) "
+            f"of epoch {epoch} cannot give each of {world} ranks a whole {kind.unit}; {advice}"
+        )
+
     def _rank_plan(self, epoch: int | None, num_workers: int = 0) -> ShardPlan:
         epoch = self.epoch if epoch is None else epoch
+        due = self._due(epoch)
+        self._check_plannable(len(due), self.data_world_size, epoch, self._resumed_in(epoch) is not None)
         return plan_shards_arrays(
-            self._due(epoch), world_size=self.data_world_size, num_workers=num_workers,
+            due, world_size=self.data_world_size, num_workers=num_workers,
             seed=self.seed, epoch=epoch, groups=self.pool_maker.plan_groups,
         )
 
@@ -208,6 +234,7 @@ class StreamingReader(TrackedReader):
         due = self._remainder(position)  # None: every sample of one source once
         lengths: Mapping[int, int] = self.plan_units if due is None else due.lengths
         lengths, world, rank = self._worker_world(lengths)
+        self._check_plannable(len(lengths), world, position.epoch, due is not None)
         shard_plan = plan_shards_arrays(
             self.pool_maker.plan_input(lengths), world_size=world, num_workers=num_workers,
             seed=self.seed,

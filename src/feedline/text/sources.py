@@ -18,6 +18,7 @@ from typing import Any
 from feedline.streaming.errors import MixtureError
 from feedline.streaming.schedule.mixture import Quota
 from feedline.text.errors import TextError
+from feedline.validate import plain
 
 __all__ = ["TokenSource", "as_sources"]
 
@@ -41,6 +42,10 @@ class TokenSource:
     choose: int | None = None
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     name: str | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("weight", "repeat", "choose"):  # numpy numbers: checked and quoted as Python's
+            object.__setattr__(self, key, plain(getattr(self, key)))
 
     @property
     def quota(self) -> Quota:

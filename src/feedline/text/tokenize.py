@@ -87,7 +87,7 @@ def plan_tasks(sources: list[str], out: str, metadata: str) -> list[ShardTask]:
     tasks = []
     for src, stem in zip(sources, names, strict=True):
         if stem in seen:
-            raise TextError(f"{src} and {seen[stem]} would both write {stem}{TOKENS_SUFFIX}; rename one")
+            raise TextError(f"{redact_text(src)} and {redact_text(seen[stem])} would both write {stem}{TOKENS_SUFFIX}; rename one")
         seen[stem] = src
         name = stem + TOKENS_SUFFIX
         path = output_path(out, name, error=TextError)

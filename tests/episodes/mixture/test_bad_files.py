@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from feedline.episodes import StreamingEpisodeDataset
 from feedline.episodes.mixture.sources import load_mixture
 from feedline.streaming.errors import MixtureError
 from tests.cli import run_feedline
@@ -43,3 +45,26 @@ def test_feedline_plan_prints_it_as_one_line(tmp_path):
     run = run_feedline("plan", f"--dataset.mixture={path}", cwd=tmp_path, timeout=120)
     assert run.returncode == 1
     assert run.stderr.strip().splitlines() == [f"feedline: error: {path}: epoch_size must be a whole number >= 1, not nan"]
+
+
+@pytest.mark.parametrize(("source", "says"), [
+    ({"weight": np.float64("nan")}, "weight must be a finite number >= 0, not nan"),
+    ({"repeat": np.float64("inf")}, "repeat must be a finite number >= 0, not inf"),
+    ({"choose": np.float64(1.5)}, "choose is a number of frames, not 1.5"),
+    ({"episodes": [np.int64(0), np.float64(1.5)]}, "not [0, 1.5]"),
+])
+def test_numpy_numbers_are_quoted_as_numbers(h264_dataset, source: dict, says: str) -> None:
+    """Weights out of a numpy array: the message quotes ``nan``, never ``np.float64(nan)``."""
+    with pytest.raises(MixtureError) as err:
+        StreamingEpisodeDataset(sources=[{"root": str(h264_dataset.root), **source}])
+    assert says in str(err.value) and "np." not in str(err.value), err.value
+    with pytest.raises(MixtureError, match="epoch_size must be a whole number >= 1, not nan"):
+        StreamingEpisodeDataset(sources=[str(h264_dataset.root)], epoch_size=np.float64("nan"))
+
+
+def test_numpy_numbers_in_token_sources_are_quoted_as_numbers(tmp_path) -> None:
+    from feedline.text import TokenSource
+
+    with pytest.raises(MixtureError) as err:
+        TokenSource(str(tmp_path), weight=np.float64("nan")).quota  # noqa: B018 (the check)
+    assert "not nan" in str(err.value) and "np." not in str(err.value), err.value

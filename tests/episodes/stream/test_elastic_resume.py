@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader
 
 from feedline.episodes.stream.dataset import StreamingEpisodeDataset
 from feedline.episodes.synth.writer import SyntheticDataset, write_synthetic_dataset
+from feedline.streaming.errors import PlanError
 from tests.streaming.resume_harness import check_elastic
 
 Anchor = tuple[int, int]
@@ -60,3 +61,21 @@ def test_resume_at_another_world_workers_and_batch_size_covers_the_rest_once(
     )
     assert "coverage stays exact" in caplog.text
     assert all(ds.epoch == 1 for ds in after)  # each rank finished the resumed epoch
+
+
+def test_resume_on_more_ranks_than_remaining_episodes_says_remaining(h264_dataset: SyntheticDataset) -> None:
+    """3 episodes, a checkpoint near the end of the epoch, resumed on 3 ranks: the episodes left
+    are the epoch's remaining ones, and the message says so (it said "selected")."""
+    ds = StreamingEpisodeDataset(root=str(h264_dataset.root))
+    loader = ds.track(DataLoader(ds, batch_size=4))
+    stop = sum(ds.batches_per_rank(4, 0, epoch=0)) - 1
+    for n, _ in enumerate(loader, 1):
+        if n == stop:
+            break
+    resumed = StreamingEpisodeDataset(root=str(h264_dataset.root), rank=0, world_size=3)
+    resumed.load_state_dict(ds.state_dict())
+    with pytest.raises(PlanError) as err:
+        list(resumed.track(DataLoader(resumed, batch_size=4)))
+    message = str(err.value)
+    assert "remaining episode(s) of epoch 0 cannot give each of 3 ranks" in message, message
+    assert "selected" not in message and message.startswith("StreamingEpisodeDataset: ")

@@ -82,3 +82,30 @@ def test_unchanged_video_reads_on(local) -> None:
     root, reader = local
     assert reader.frames_at(VIDEO, [0.0, 1.0, 2.0]).shape[0] == 3
     assert reader.table(VIDEO).origin == (os.path.getsize(root / VIDEO), open_store(str(root)).stat(VIDEO).fingerprint)
+
+
+def test_a_touched_local_video_says_its_mtime_changed(local) -> None:
+    """Same bytes, new mtime: the message names the validator that changed, and claims no new
+    content or ETag the local store never saw."""
+    root, reader = local
+    st = (root / VIDEO).stat()
+    os.utime(root / VIDEO, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    with pytest.raises(VideoChangedError) as err:
+        reader.frames_at(VIDEO, [1.0])
+    assert "(same size, new mtime)" in str(err.value), err.value
+    assert "ETag" not in str(err.value) and "content" not in str(err.value)
+
+
+def test_a_touched_video_on_nginx_says_its_etag_changed(corpus_src: Path, nginx_server, tmp_path,
+                                                         monkeypatch) -> None:
+    monkeypatch.setenv("FEEDLINE_HOME", str(tmp_path / "home"))
+    name = f"touched-{uuid.uuid4().hex[:8]}"
+    served = Path(shutil.copytree(corpus_src, Path(nginx_server.root) / name))
+    reader = VideoFrameReader(open_store(f"{nginx_server.url}/{name}"), video_paths=[VIDEO],
+                              decoder_cache_size=0)
+    assert reader.frames_at(VIDEO, [0.0]).shape[0] == 1
+    st = (served / VIDEO).stat()
+    os.utime(served / VIDEO, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))  # nginx: "mtime-size"
+    with pytest.raises(VideoChangedError) as err:
+        reader.frames_at(VIDEO, [1.0])
+    assert "ETag" in str(err.value) and "content" not in str(err.value), err.value

@@ -13,6 +13,7 @@ import argparse
 import json
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from feedline.episodes.doctor.reads import KINDS
 from feedline.episodes.doctor.runner import DEFAULT_WORKERS, run_doctor
 from feedline.run.progress import human_bytes
 
+#: Findings printed per check in text output (``--all``: every one).
+SHOWN_PER_CHECK = 20
 #: A Hub dataset repo id (``OWNER/NAME``), told apart from a folder by not existing as one.
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
@@ -49,6 +52,11 @@ def register(subparsers: Any) -> None:
         "--full", action="store_true",
         help="read the index and timestamp values of every episode (default: footer statistics for "
         "all, values for a sample per data file and for every episode the statistics do not clear)",
+    )
+    parser.add_argument(
+        "--all", action="store_true",
+        help=f"print every finding (default: the first {SHOWN_PER_CHECK} of each check and how many more; "
+        "--json always holds all)",
     )
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="videos indexed in parallel")
     parser.add_argument(
@@ -78,25 +86,44 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         json.dump(report.to_json(), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render(report))
+        sys.stdout.write(render(report, None if args.all else SHOWN_PER_CHECK))
     return report.exit_code
 
 
-def render(report: Report) -> str:
-    """The report for a terminal: what was examined, each finding with its fix, bytes read."""
+def shown(text: str) -> str:
+    """``text`` safe for a terminal: control characters (an escape sequence in a file or key
+    name could rewrite the screen) are printed as Python escapes, as ``--json`` does."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def render(report: Report, per_check: int | None = SHOWN_PER_CHECK) -> str:
+    """The report for a terminal: what was examined, each finding with its fix, bytes read.
+
+    At most ``per_check`` findings of each check are printed, then how many more there are
+    (``None``: all), so a dataset with a million bad rows prints a screen, not a million lines."""
     facts = report.dataset
     lines = [
-        f"feedline doctor {report.root}: {facts['episodes']} episodes, {facts['frames']} frames, "
+        f"feedline doctor {shown(report.root)}: {facts['episodes']} episodes, {facts['frames']} frames, "
         f"{facts['cameras']} camera(s), {facts['data_files']} data file(s), {facts['videos']} video(s)",
     ]
     sampled = report.checked.get("data_values", True)
     if sampled is not True:
         lines.append(f"note    {sampled}")
+    printed: Counter[str] = Counter()
     for f in report.findings:
-        where = " ".join(part for part in (f.file or "", "" if f.episode is None else f"episode {f.episode}") if part)
-        lines.append(f"{f.severity:<7} [{f.check}] {where + ': ' if where else ''}{f.problem}")
+        printed[f.check] += 1
+        if per_check is not None and printed[f.check] > per_check:
+            continue
+        where = " ".join(part for part in (shown(f.file or ""), "" if f.episode is None else f"episode {f.episode}") if part)
+        lines.append(f"{f.severity:<7} [{f.check}] {where + ': ' if where else ''}{shown(f.problem)}")
         if f.fix:
-            lines.append(f"        fix: {f.fix}")
+            lines.append(f"        fix: {shown(f.fix)}")
+    for check, count in printed.items():
+        if per_check is not None and count > per_check:
+            lines.append(f"...     [{check}] {count - per_check:,} more finding(s) of this check not shown "
+                         f"({count:,} in all); --all prints every one, --json holds them")
     read = report.bytes_read
     payload = facts["data_bytes"] + facts["video_bytes"]
     share = f" ({100 * read['total'] / payload:.2f} % of the {human_bytes(payload)} of data and video)" if payload else ""

@@ -246,7 +246,7 @@ def _check_episode_rows(
     if not np.isfinite(stamps).all():
         at = int(np.flatnonzero(~np.isfinite(stamps))[0])
         findings.error(
-            "monotonic", path, episode, f"timestamp of frame {at} is {stamps[at]!r}",
+            "monotonic", path, episode, f"timestamp of frame {at} is {float(stamps[at])!r}",
             "rewrite the episode's timestamp column as frame_index / fps",
         )
         return

@@ -21,7 +21,9 @@ from feedline.episodes.doctor.findings import Findings
 from feedline.episodes.errors import EpisodeFormatError
 from feedline.episodes.format import (
     DURATION_SLACK_FRAMES,
+    EPISODES_DIR,
     INFO_PATH,
+    MAX_EPISODE_INDEX,
     STATS_PATH,
     TASKS_PATH,
     EpisodeTable,
@@ -98,11 +100,23 @@ def _check_rows(meta: Metadata, findings: Findings) -> None:
             f"total_frames={info['total_frames']} but the episodes hold {frames} frames ({refuse})",
             f"set total_frames to {frames} in meta/info.json",
         )
+    if len(table) == 0:
+        findings.error(
+            "metadata", EPISODES_DIR, None,
+            "meta/episodes holds no episode: there is nothing to read (the streaming reader refuses it)",
+            "restore the meta/episodes rows, or point at the dataset's real root",
+        )
+    episodes_file = meta.episodes_files[0] if len(meta.episodes_files) == 1 else EPISODES_DIR
+    for i in np.flatnonzero((table.episode_index < 0) | (table.episode_index > MAX_EPISODE_INDEX)):
+        findings.error(
+            "metadata", episodes_file, int(table.episode_index[i]),
+            f"episode_index {int(table.episode_index[i])} is not in 0..{MAX_EPISODE_INDEX} ({refuse})",
+            "renumber the episodes from 0 in meta/episodes and in the data files' episode_index",
+        )
     span = table.dataset_to_index - table.dataset_from_index
     for i in np.flatnonzero((span != table.length) | (table.length < 1)):
         findings.error(
-            "metadata", meta.episodes_files[0] if len(meta.episodes_files) == 1 else "meta/episodes",
-            int(table.episode_index[i]),
+            "metadata", episodes_file, int(table.episode_index[i]),
             f"length {int(table.length[i])} but rows [{int(table.dataset_from_index[i])}, "
             f"{int(table.dataset_to_index[i])}) ({refuse})",
             "make length equal dataset_to_index - dataset_from_index in meta/episodes",
@@ -124,7 +138,7 @@ def _check_spans(meta: Metadata, findings: Findings) -> None:
             path = table.video_path[key][i]
             meta.bad_spans.add((key, episode))
             if not finite[i]:
-                problem = f"from_timestamp {start[i]!r} / to_timestamp {end[i]!r} of {key} are not finite non-negative seconds"
+                problem = f"from_timestamp {float(start[i])!r} / to_timestamp {float(end[i])!r} of {key} are not finite non-negative seconds"
             else:
                 problem = (
                     f"{key}: to_timestamp - from_timestamp = {end[i]:.6g} - {start[i]:.6g} = {duration[i]:.6g} s, "

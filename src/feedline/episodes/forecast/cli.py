@@ -151,7 +151,7 @@ def _doctor(dataset: Any) -> list[Any]:
     reports = []
     for source in dataset.feed.sources:
         reader = source.reader
-        reports.append(run_doctor(reader.root_url, storage_options=reader.storage_options,
+        reports.append(run_doctor(reader.store_url, storage_options=reader.storage_options,
                                   progress=False))
     return reports
 

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from feedline.episodes.errors import MixtureError
+from feedline.io.redact import redact_text
 from feedline.streaming.schedule.mixture import Quota
+from feedline.validate import plain, shown
 
 __all__ = ["BATCHING", "Mixture", "Source", "as_source", "load_mixture"]
 
@@ -58,6 +60,8 @@ class Source:
     storage_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for key in ("weight", "repeat", "choose"):  # numpy numbers: checked and quoted as Python's
+            object.__setattr__(self, key, plain(getattr(self, key)))
         if (self.root is None) == (self.repo_id is None):
             raise MixtureError(f"a source needs exactly one of root or repo_id: {self.name}")
         for key in ("root", "repo_id", "revision"):
@@ -77,7 +81,7 @@ class Source:
             if isinstance(episodes, str | bytes | Mapping) or not isinstance(episodes, Iterable) or not all(
                     isinstance(e, numbers.Integral) and not isinstance(e, bool) and e >= 0 for e in episodes):
                 raise MixtureError(f"{self.name}: episodes must be a list of episode indices (whole "
-                                   f"numbers >= 0), not {episodes!r}")
+                                   f"numbers >= 0), not {shown(episodes)}")
             object.__setattr__(self, "episodes", tuple(int(e) for e in episodes))
         mapping = dict(self.feature_map or {})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()):
@@ -93,8 +97,9 @@ class Source:
 
     @property
     def name(self) -> str:
-        """How messages name the source: its root or repo id."""
-        return str(self.root if self.root is not None else self.repo_id)
+        """How messages and the checkpoint's description name the source: its root (without
+        user:password or query tokens) or repo id."""
+        return redact_text(str(self.root if self.root is not None else self.repo_id))
 
     @property
     def quota(self) -> Quota:
@@ -152,7 +157,7 @@ class Mixture:
             isinstance(size, bool) or not isinstance(size, int | float) or not math.isfinite(size)
             or int(size) != size or size < 1
         ):
-            raise MixtureError(f"epoch_size must be a whole number >= 1, not {self.epoch_size!r}")
+            raise MixtureError(f"epoch_size must be a whole number >= 1, not {shown(self.epoch_size)}")
 
     @classmethod
     def of(

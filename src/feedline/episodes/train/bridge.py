@@ -354,7 +354,7 @@ class StreamingBridge:
             return
         from feedline.episodes.doctor.runner import run_doctor
 
-        doctor = [run_doctor(s.reader.root_url, storage_options=s.reader.storage_options,
+        doctor = [run_doctor(s.reader.store_url, storage_options=s.reader.storage_options,
                              progress=False) for s in self.view.dataset.feed.sources]
         path = self.recorder.write_report(doctor=doctor)
         log.info("feedline: wrote %s", path)

@@ -177,7 +177,7 @@ def merge_ranges(starts: np.ndarray, ends: np.ndarray, gap: int = MERGE_GAP_BYTE
 
 def _changed(store: Store, path: str, exc: ObjectChangedError) -> VideoChangedError:
     return VideoChangedError(
-        f"{store.url(path)}: changed since the dataset was opened ({exc.what or 'new content'}); "
+        f"{store.url(path)}: changed since the dataset was opened ({exc.what or 'another object'}); "
         "its index no longer describes it: reopen the dataset"
     )
 

@@ -461,7 +461,9 @@ class Expected:
             else:
                 length = resp.getheader("Content-Length")
                 size = None if length is None else int(length)
-            found = object_change(self.size, self.etag, size, strong_etag(resp.getheader("ETag")))
+            answered_etag = strong_etag(resp.getheader("ETag"))
+            found = object_change(self.size, self.etag and f"http:{self.etag}", size,
+                                  answered_etag and f"http:{answered_etag}")
             if found is None:
                 return
             what = found
