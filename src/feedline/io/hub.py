@@ -333,10 +333,15 @@ class HubStore(Store):
                 raise ObjectChangedError(f"{self.url(path)}: changed ({what})", what, self.url(path))
             try:
                 return self.client.get_ranges(loc.url, ranges, Expected(loc.size, loc.etag))
-            except (AccessDeniedError, NotFoundError, ObjectChangedError):
+            except ObjectChangedError as exc:
+                if attempt == 1:
+                    where = self.url(path)
+                    raise ObjectChangedError(f"{where}: changed ({exc.what})", exc.what, where) from None
+            except (AccessDeniedError, NotFoundError):
                 if attempt == 1 or loc.url.startswith(self.endpoint + "/"):
                     raise
-                # An expired signed CDN URL (403), or one the CDN no longer serves: locate again.
+            # An expired signed CDN URL (403), one the CDN no longer serves, or a location whose
+            # ETag moved (a commit's file cannot change, its CDN copy can): located again, once.
         raise AssertionError("unreachable")
 
     def read_range(self, path: str, start: int, end: int) -> bytearray:
