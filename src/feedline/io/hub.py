@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -46,14 +47,34 @@ from feedline.io.redact import redact_text
 from feedline.io.retry import call_with_retries
 from feedline.io.store import ObjectInfo, RangedFile, Store, _check_range
 
+log = logging.getLogger(__name__)
+
 DEFAULT_ENDPOINT = "https://huggingface.co"
 #: Storage options a Hub root takes: the token and endpoint, and the HTTP client's knobs.
 HUB_OPTIONS = ("token", "endpoint", "max_connections", "subranges", "timeout_s", "min_bytes_per_s")
 #: How long a located file's CDN URL is used before it is located again: the Hub's are signed
 #: and expire (an expired one answers 403, which also locates again, once).
-LOCATION_TTL_S = 600.0
+LOCATION_TTL_S = 3000.0
 TREE_CACHE_VERSION = "v1"
 _SHA = frozenset("0123456789abcdef")
+#: Located files and listed trees, shared by every store of this process on the same commit, so
+#: a DataLoader worker forked after the open inherits what its parent already asked the Hub. In
+#: memory only: a located URL is a signed one, never written to disk.
+_LOCATIONS: dict[tuple[str, ...], _Location] = {}
+_TREES: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
+_LOCATING: dict[tuple[str, ...], threading.Lock] = {}
+_SHARED = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A forked worker keeps the parent's locations and trees, never its locks: a lock a parent
+    thread held at the fork would stay held in the child forever."""
+    global _SHARED
+    _SHARED = threading.Lock()
+    _LOCATING.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def hub_endpoint(options: dict[str, Any]) -> str:
@@ -140,7 +161,6 @@ class HubStore(Store):
         if revision and _is_sha(revision):
             self._commit = revision  # a sha is its own commit: nothing to ask
         self._tree: dict[str, dict[str, Any]] | None = None
-        self._locations: dict[str, _Location] = {}
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -229,7 +249,14 @@ class HubStore(Store):
         ranks opening together list it once."""
         if self._tree is not None:
             return self._tree
-        commit, cache = self.commit, self._tree_cache()
+        commit = self.commit
+        shared = (self.endpoint, self.repo_id, commit, self.prefix)
+        with _SHARED:
+            loaded = _TREES.get(shared)
+        if loaded is not None:
+            self._tree = loaded
+            return loaded
+        cache = self._tree_cache()
         loaded = _load_tree(cache)
         if loaded is None:
             with process_lock(cache.with_name(cache.name + ".lock"), 600.0):
@@ -238,6 +265,8 @@ class HubStore(Store):
                     loaded = self._list_tree(commit)
                     with atomic_write(cache) as handle:
                         handle.write(json.dumps(loaded, sort_keys=True).encode())
+        with _SHARED:
+            _TREES[shared] = loaded
         self._tree = loaded
         return loaded
 
@@ -254,7 +283,8 @@ class HubStore(Store):
                     path = str(entry.get("path", ""))
                     rel = path[len(self.prefix) + 1 :] if self.prefix else path
                     lfs = entry.get("lfs") if isinstance(entry.get("lfs"), dict) else {}
-                    out[rel] = {"size": int(entry.get("size") or 0),
+                    large = bool(lfs.get("oid") or entry.get("xetHash"))
+                    out[rel] = {"size": int(entry.get("size") or 0), "large": large,
                                 "blob": str(lfs.get("oid") or entry.get("xetHash") or entry.get("oid") or "")}
         return out
 
@@ -288,14 +318,38 @@ class HubStore(Store):
         return f"{self.endpoint}/datasets/{self.repo_id}/resolve/{self.commit}/{quote(full)}"
 
     def _locate(self, rel: str, fresh: bool = False) -> _Location:
-        """Where ``rel``'s bytes are: one ``HEAD`` of the Hub's resolve URL at the commit (not
-        followed: its ``Location`` is the CDN), then one of the location for its ETag."""
-        with self._lock:
-            known = self._locations.get(rel)
+        """Where ``rel``'s bytes are. A regular (small) file is read from the Hub's resolve URL
+        at the commit, its size from the tree: no request to locate it. A large (LFS/Xet) file:
+        one ``HEAD`` of the resolve URL, not followed (its ``Location`` is the CDN), then one of
+        the location for the ETag its reads are pinned to. Once per process and file."""
+        key = (self.endpoint, self.repo_id, self.commit, self.prefix, rel)
+        with _SHARED:
+            known = _LOCATIONS.get(key)
+            locating = _LOCATING.setdefault(key, threading.Lock())
         if known is not None and not fresh and time.monotonic() - known.found < LOCATION_TTL_S:
             return known
+        with locating:  # fetch threads reading one file at once locate it once
+            with _SHARED:
+                again = _LOCATIONS.get(key)
+            if again is not None and again is not known and time.monotonic() - again.found < LOCATION_TTL_S:
+                return again
+            return self._locate_now(key, rel, fresh)
+
+    def _locate_now(self, key: tuple[str, ...], rel: str, fresh: bool) -> _Location:
         url = self._resolve_url(rel)
         where = self.url(rel)
+        entry = self.tree().get(rel)
+        if entry is None:
+            raise NotFoundError(f"{where}: no such file at commit {self.commit[:12]}")
+        if not entry.get("large") and not fresh:
+            found = _Location(url, int(entry["size"]), None, time.monotonic())
+        else:
+            found = self._head_location(url, where)
+        with _SHARED:
+            _LOCATIONS[key] = found
+        return found
+
+    def _head_location(self, url: str, where: str) -> _Location:
         self._check_online(where)
 
         def once() -> _Location:
@@ -316,11 +370,8 @@ class HubStore(Store):
             size = int(resp.headers["Content-Length"])
             return _Location(url, size, strong_etag(resp.headers.get("ETag")), time.monotonic())
 
-        found = call_with_retries(once, policy=self.client.retry, what=f"HEAD {where}",
-                                  store=self.client.store_name(url))
-        with self._lock:
-            self._locations[rel] = found
-        return found
+        return call_with_retries(once, policy=self.client.retry, what=f"HEAD {where}",
+                                 store=self.client.store_name(url))
 
     def _read(self, path: str, ranges: list[tuple[int, int]], pin: ObjectInfo | None) -> list[bytearray]:
         rel = self.clean_path(path)
@@ -343,6 +394,22 @@ class HubStore(Store):
             # An expired signed CDN URL (403), one the CDN no longer serves, or a location whose
             # ETag moved (a commit's file cannot change, its CDN copy can): located again, once.
         raise AssertionError("unreachable")
+
+    def prepare_reads(self, paths: list[str]) -> None:
+        """Locate the large files of ``paths`` now (at most ``max_connections`` at once), so
+        DataLoader workers forked next inherit their locations: Hub requests per epoch then do
+        not grow with the worker count. A file that fails here is located again when read."""
+        tree = self.tree()
+        large = [rel for rel in dict.fromkeys(self.clean_path(p) for p in paths)
+                 if tree.get(rel, {}).get("large")]
+
+        def locate(rel: str) -> None:
+            try:
+                self._locate(rel)
+            except StoreError as exc:
+                log.debug("could not locate %s ahead of the workers: %s", self.url(rel), exc)
+
+        self.client.map(locate, large)
 
     def read_range(self, path: str, start: int, end: int) -> bytearray:
         return self._read(path, [(start, end)], None)[0]
@@ -387,8 +454,7 @@ class HubStore(Store):
         full = f"{self.prefix}/{self.clean_path(path)}" if self.prefix else self.clean_path(path)
         upload_bytes(self, full, data, f"Upload {full}")
         with self._lock:
-            self._commit = self._tree = None
-            self._locations.clear()
+            self._commit = self._tree = None  # the branch has a new commit: resolved at next use
 
     def close(self) -> None:
         self.client.close()
