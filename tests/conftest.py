@@ -74,6 +74,31 @@ def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
 
 
 @pytest.fixture
+def hub(hub_server: HubServer, tmp_path_factory: pytest.TempPathFactory,
+        monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
+    """The Hub server as the Hub: HF_ENDPOINT (feedline and huggingface_hub), regular uploads,
+    online, and no token but the test's own (not the machine's stored one)."""
+    from huggingface_hub import constants
+
+    no_token = tmp_path_factory.mktemp("no-hf-token") / "token"
+    monkeypatch.setenv("HF_ENDPOINT", hub_server.url)
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("HF_TOKEN_PATH", str(no_token))
+    for name in ("HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    # huggingface_hub reads these once at import; the suite may have imported it already
+    monkeypatch.setattr(constants, "ENDPOINT", hub_server.url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub_server.url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HF_URL_HOSTS", constants.HF_URL_HOSTS | {"127.0.0.1"})
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(no_token))
+    hub_server.clear()
+    yield hub_server
+    hub_server.clear()
+
+
+@pytest.fixture
 def fault_proxy(nginx_server: NginxServer) -> Iterator[FaultProxy]:
     with run_fault_proxy(nginx_server.url) as proxy:
         yield proxy

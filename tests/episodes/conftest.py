@@ -1,5 +1,5 @@
-"""Session-scoped synthetic LeRobot v3 datasets, written once and served locally: by nginx, S3, GCS and
-Azure (moto, gcp-storage-emulator, Azurite)."""
+"""Session-scoped synthetic LeRobot v3 datasets, written once and served locally: by nginx, S3, GCS,
+Azure and the Hub (moto, gcp-storage-emulator, Azurite, tests/hubserver.py)."""
 
 from __future__ import annotations
 
@@ -124,9 +124,28 @@ def h264_az(h264_dataset: SyntheticDataset, azure_server) -> tuple[str, dict]:
     return upload_to_azure(h264_dataset, azure_server, "episodes-h264")
 
 
+def add_to_hub(synth: SyntheticDataset, server, name: str) -> str:
+    """Serve a dataset folder as a Hub dataset repository (one commit on main); its root URL.
+    Read with the ``hub`` fixture active, which points HF_ENDPOINT at the server."""
+    repo = f"feedline/{name}"
+    if repo not in server.repos:
+        server.add_dataset(repo, Path(synth.root))
+    return f"hf://datasets/{repo}"
+
+
+@pytest.fixture(scope="session")
+def av1_hub_repo(av1_dataset: SyntheticDataset, hub_server) -> str:
+    return add_to_hub(av1_dataset, hub_server, "episodes-av1")
+
+
+@pytest.fixture(scope="session")
+def h264_hub_repo(h264_dataset: SyntheticDataset, hub_server) -> str:
+    return add_to_hub(h264_dataset, hub_server, "episodes-h264")
+
+
 @pytest.fixture
 def open_root(request: pytest.FixtureRequest) -> Callable[[str, str], tuple[str, dict]]:
-    """``open_root(dataset, where)`` -> (root, storage_options) for where in local/http/s3/gs/az."""
+    """``open_root(dataset, where)`` -> (root, storage_options) for where in local/http/s3/gs/az/hub."""
 
     def resolve(dataset: str, where: str) -> tuple[str, dict]:
         if where == "local":
@@ -135,6 +154,9 @@ def open_root(request: pytest.FixtureRequest) -> Callable[[str, str], tuple[str,
             return request.getfixturevalue(f"{dataset}_http"), {}
         if where in ("s3", "gs", "az"):
             return request.getfixturevalue(f"{dataset}_{where}")
+        if where == "hub":
+            request.getfixturevalue("hub")  # HF_ENDPOINT at the Hub server, for this test
+            return request.getfixturevalue(f"{dataset}_hub_repo"), {}
         raise ValueError(where)
 
     return resolve

@@ -6,7 +6,6 @@ that trust: ``HfApi``, ``HfFileSystem`` and ``hf_hub_download`` run against it u
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,25 +16,6 @@ huggingface_hub = pytest.importorskip("huggingface_hub")
 
 PARQUET = bytes(range(256)) * 40  # 10 KiB, served as LFS (through the CDN origin)
 INFO = b'{"codebase_version": "v3.0"}\n'
-
-
-@pytest.fixture
-def hub(hub_server: HubServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    """huggingface_hub pointed at the server: HF_ENDPOINT, regular uploads, online."""
-    from huggingface_hub import constants
-
-    monkeypatch.setenv("HF_ENDPOINT", hub_server.url)
-    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    # huggingface_hub reads these once at import; the suite may have imported it already
-    monkeypatch.setattr(constants, "ENDPOINT", hub_server.url)
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub_server.url + "/{repo_id}/resolve/{revision}/{filename}")
-    monkeypatch.setattr(constants, "HF_URL_HOSTS", constants.HF_URL_HOSTS | {"127.0.0.1"})
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    hub_server.clear()
-    yield hub_server
-    hub_server.clear()
 
 
 def _folder(tmp_path: Path, name: str = "repo", n_episodes: int = 3) -> Path:

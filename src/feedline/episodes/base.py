@@ -201,8 +201,14 @@ class EpisodeDatasetBase:
     #: streaming reader sets it from its ``outage_s``.
     store_outage_s: float | None = None
 
+    #: The URL a DataLoader worker reopens: a Hub root at the commit the opening process
+    #: resolved (its branch may move meanwhile; a worker must read the metadata's commit).
+    _reopen_url: str | None = None
+
     def _open_store(self) -> Store:
-        store = open_store(self.store_url, **self.storage_options)
+        store = open_store(self._reopen_url or self.store_url, **self.storage_options)
+        if self._reopen_url is None:
+            self._reopen_url = getattr(store, "pinned_url", None)
         if self.store_outage_s is not None:
             store.set_outage_s(self.store_outage_s)
         return store

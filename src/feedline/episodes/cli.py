@@ -28,7 +28,8 @@ from feedline.episodes.video.sidecar import (
     write_sidecar,
 )
 from feedline.errors import FeedlineError
-from feedline.io import Store, StoreError, open_store
+from feedline.io import HubStore, Store, StoreError, open_store
+from feedline.io.hubpush import ensure_branch, upload_bytes
 from feedline.run.progress import Progress, human_bytes
 
 log = logging.getLogger(__name__)
@@ -85,14 +86,6 @@ def _root_url(args: argparse.Namespace) -> str:
     return str(args.data_root)
 
 
-def _hub_repo(root_url: str) -> tuple[str, str | None] | None:
-    """``(OWNER/NAME, revision)`` of an ``hf://datasets/...`` root, else None."""
-    if not root_url.startswith("hf://datasets/"):
-        return None
-    repo, _, rev = root_url[len("hf://datasets/") :].rstrip("/").partition("@")
-    return repo, (rev or None)
-
-
 def dataset_videos(store: Store) -> list[str]:
     """Every video the dataset's metadata references (all episodes, all cameras)."""
     from feedline.episodes.format import load_meta
@@ -142,19 +135,18 @@ def cmd_build_sidecar(args: argparse.Namespace) -> int:
         f"in {elapsed:.2f} s; content id {sidecar.content_id[:16]}"
     )
     if args.push:
-        where = publish(store, root_url, sidecar, args.revision)
+        where = publish(store, sidecar)
         print(f"published to {where}")
     sidecar.close()
     return 0
 
 
-def publish(store: Store, root_url: str, sidecar: Sidecar, revision: str | None) -> str:
+def publish(store: Store, sidecar: Sidecar) -> str:
     """Upload a complete sidecar: Hub branch for dataset repos, ``meta/mp4-sidecars/`` otherwise."""
     if not sidecar.complete:
         raise SidecarError(f"{sidecar.path}: not a full-dataset sidecar; refusing to publish it")
-    hub = _hub_repo(root_url)
-    if hub is not None:
-        return _publish_hub(hub[0], hub[1] or revision, sidecar)
+    if isinstance(store, HubStore):
+        return _publish_hub(store, sidecar)
     data = sidecar.path.read_bytes()
     try:
         store.write_bytes(PUBLISHED_PATH, data)
@@ -163,28 +155,15 @@ def publish(store: Store, root_url: str, sidecar: Sidecar, revision: str | None)
     return store.url(PUBLISHED_PATH)
 
 
-def _publish_hub(repo_id: str, revision: str | None, sidecar: Sidecar) -> str:
+def _publish_hub(store: HubStore, sidecar: Sidecar) -> str:
+    """Commit the sidecar to the ``lerobot-sidecars`` branch (created from the dataset's commit
+    when missing), at the path of the commit it was built for; the dataset's branch is untouched."""
+    where = f"hf://datasets/{store.repo_id}@{HUB_SIDECAR_BRANCH}"
     try:
-        from huggingface_hub import HfApi
-
-        api = HfApi()
-        commit = api.dataset_info(repo_id, revision=revision).sha
-        if not commit:
-            raise SidecarError(f"hf://datasets/{repo_id}: the Hub did not report a commit for {revision!r}")
-        api.create_branch(repo_id, repo_type="dataset", branch=HUB_SIDECAR_BRANCH, exist_ok=True)
-        api.upload_file(
-            path_or_fileobj=str(sidecar.path),
-            path_in_repo=hub_sidecar_path(commit),
-            repo_id=repo_id,
-            repo_type="dataset",
-            revision=HUB_SIDECAR_BRANCH,
-            commit_message=f"MP4 sidecar (schema 3) for {commit}",
-        )
-    except SidecarError:
-        raise
-    except Exception as exc:  # huggingface_hub raises many types (offline, auth, HTTP)
-        raise SidecarError(
-            f"cannot publish the sidecar to hf://datasets/{repo_id}@{HUB_SIDECAR_BRANCH}: "
-            f"{type(exc).__name__}: {exc}".splitlines()[0]
-        ) from exc
-    return f"hf://datasets/{repo_id}@{HUB_SIDECAR_BRANCH}/{hub_sidecar_path(commit)}"
+        commit = store.commit
+        ensure_branch(store, HUB_SIDECAR_BRANCH)
+        upload_bytes(store, hub_sidecar_path(commit), sidecar.path.read_bytes(),
+                     f"MP4 sidecar (schema 3) for {commit}", revision=HUB_SIDECAR_BRANCH)
+    except StoreError as exc:
+        raise SidecarError(f"cannot publish the sidecar to the Hub: {exc}") from exc
+    return f"{where}/{hub_sidecar_path(commit)}"

@@ -26,6 +26,7 @@ _EXPORTS = {
     "feedline_home": "feedline.io.home",
     "HttpRangeClient": "feedline.io.http.client",
     "HttpStore": "feedline.io.http.store",
+    "HubStore": "feedline.io.hub",
     "AtomicFile": "feedline.io.atomic",
     "atomic_file": "feedline.io.upload",
     "atomic_write": "feedline.io.upload",
@@ -53,6 +54,7 @@ __all__ = [
     "FsspecStore",
     "HttpRangeClient",
     "HttpStore",
+    "HubStore",
     "LocalStore",
     "LockTimeout",
     "NotFoundError",
@@ -95,6 +97,7 @@ if TYPE_CHECKING:
     from feedline.io.home import feedline_home
     from feedline.io.http.client import HttpRangeClient
     from feedline.io.http.store import HttpStore
+    from feedline.io.hub import HubStore
     from feedline.io.jsonl import stream_jsonl
     from feedline.io.locks import process_lock
     from feedline.io.open import open_object, open_store, split_object_url

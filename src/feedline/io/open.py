@@ -47,6 +47,10 @@ def open_store(url: str, **storage_options: Any) -> Store:
             min_bytes_per_s=float(storage_options.get("min_bytes_per_s", DEFAULT_MIN_BYTES_PER_S)),
         )
         return HttpStore(url, client)
+    if scheme == "hf" and url.split("://", 1)[1].startswith("datasets/"):
+        from feedline.io.hub import open_hub_store
+
+        return open_hub_store(url, storage_options)  # feedline's own client (io/hub.py)
     max_connections = int(storage_options.pop("max_connections", 16))
     root = url.split("://", 1)[1]
     if scheme == "s3":

@@ -165,6 +165,12 @@ class Store(ABC):
     def read_bytes(self, path: str) -> bytes:
         return self.read_range(path, 0, self.stat(path).size)
 
+    def prepare_reads(self, paths: list[str]) -> None:
+        """Called with the files about to be read, before DataLoader workers fork: a store that
+        looks something up per file before its first read (the Hub: where the file's bytes are)
+        does it here, once, so every forked worker inherits it instead of asking again."""
+        return None
+
     def exists(self, path: str) -> bool:
         try:
             self.stat(path)

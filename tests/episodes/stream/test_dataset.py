@@ -59,7 +59,7 @@ def _key(item: dict) -> tuple[int, int]:
 
 
 CASES = [("av1", "local"), ("av1", "http"), ("h264", "local"), ("h264", "http"), ("h264", "s3"),
-         ("h264", "gs"), ("av1", "az")]
+         ("h264", "gs"), ("av1", "az"), ("av1", "hub")]
 
 
 @pytest.mark.parametrize(("name", "where"), CASES, ids=[f"{n}-{w}" for n, w in CASES])

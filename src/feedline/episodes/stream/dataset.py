@@ -298,6 +298,10 @@ class StreamingEpisodeDataset(EpisodeDatasetBase, StreamingReader, IterableDatas
     # ---- epochs and resume -------------------------------------------------------------------
 
     def _epoch_started(self, loader: Any, tracker: ConsumptionTracker) -> None:
+        if getattr(loader, "num_workers", 0) > 0:  # before iter(loader) forks them
+            for source in self.feed.sources:
+                table = source.reader.episode_table
+                source.reader.store.prepare_reads(table.data_files() + table.video_files())
         self._diversity.batch_size = loader.batch_size
         self._batch_size = loader.batch_size  # before iter(loader) ships the reader to workers
         report = self._rank_plan(tracker.epoch).report

@@ -38,13 +38,13 @@ from feedline.episodes.errors import SidecarDamaged, SidecarError
 from feedline.episodes.video.entries import VideoEntry, check_members, video_entries
 from feedline.episodes.video.mp4.table import INT_COLUMNS, SampleTable, read_table
 from feedline.io import (
+    HubStore,
     LockTimeout,
     ObjectInfo,
     Store,
     StoreError,
     atomic_write,
     feedline_home,
-    open_store,
     process_lock,
 )
 from feedline.io.arrays import read_members
@@ -476,19 +476,13 @@ def hub_sidecar_path(commit: str) -> str:
 
 
 def _published_location(store: Store) -> tuple[Store, str]:
-    """The dataset root's ``meta/mp4-sidecars/``, or the sidecar branch for a Hub dataset repo."""
-    root = store.url()
-    if root.startswith("hf://datasets/"):
+    """The dataset root's ``meta/mp4-sidecars/``, or the sidecar branch for a Hub dataset repo
+    (its sidecar for the commit the store reads, which the store already resolved)."""
+    if isinstance(store, HubStore):
         try:
-            from huggingface_hub import HfApi
-
-            repo, _, rev = root[len("hf://datasets/") :].rstrip("/").partition("@")
-            commit = HfApi().dataset_info(repo, revision=rev or None).sha
-            if commit:
-                branch = open_store(f"hf://datasets/{repo}@{HUB_SIDECAR_BRANCH}")
-                return branch, hub_sidecar_path(commit)
-        except Exception as exc:  # offline, no such branch, auth: fall back to building
-            log.info("no published sidecar branch for %s (%s)", root, exc)
+            return store.at_revision(HUB_SIDECAR_BRANCH), hub_sidecar_path(store.commit)
+        except StoreError as exc:  # offline, auth: fall back to building
+            log.info("no published sidecar branch for %s (%s)", store.url(), exc)
     return store, PUBLISHED_PATH
 
 

@@ -158,6 +158,7 @@ class HttpRangeClient:
         headers: dict[str, str] | None = None,
         min_subrange_bytes: int = 1 << 20,
         min_bytes_per_s: float = DEFAULT_MIN_BYTES_PER_S,
+        origin_headers: tuple[str, dict[str, str]] | None = None,
     ) -> None:
         check_int("max_connections", max_connections, minimum=1, error=IoError)
         check_int("subranges", subranges, minimum=1, error=IoError)
@@ -172,6 +173,10 @@ class HttpRangeClient:
         self.min_bytes_per_s = float(min_bytes_per_s)
         self.extra_headers = dict(headers or {})
         self._headers = {"Accept-Encoding": "identity", **self.extra_headers}
+        #: (an origin URL, headers sent to that origin only: scheme, host AND port compared on
+        #: every request and every redirect hop). A Hub token goes to the Hub, not to its CDN.
+        self.origin_headers = origin_headers
+        self._origin = None if origin_headers is None else ConnectionPool.key(urlsplit(origin_headers[0]))
         self._conns = ConnectionPool(max_connections, timeout_s)
         self._pool = urllib3.PoolManager(
             num_pools=8,
@@ -196,6 +201,14 @@ class HttpRangeClient:
         return redact_url(f"{parts.scheme}://{parts.netloc}")
 
     # -- raw requests -------------------------------------------------------------------------
+    def headers_for(self, parts: SplitResult) -> dict[str, str]:
+        """The headers every request to ``parts`` carries: userinfo credentials, the client's
+        own, and the origin headers when ``parts`` is that origin (same scheme, host and port)."""
+        out = {**_credentials(parts), **self._headers}
+        if self.origin_headers is not None and ConnectionPool.key(parts) == self._origin:
+            out.update(self.origin_headers[1])
+        return out
+
     def request(
         self,
         method: str,
@@ -203,16 +216,30 @@ class HttpRangeClient:
         *,
         headers: dict[str, str] | None = None,
         preload_content: bool = True,
+        redirect: bool = True,
     ) -> urllib3.BaseHTTPResponse:
-        """One request without retries or status checks; connection failures become TransientError."""
+        """One request without retries or status checks; connection failures become TransientError.
+
+        With origin headers a redirect is followed here, hop by hop, so whether a hop gets them
+        is feedline's own check (:meth:`headers_for`), not urllib3's redirect rules."""
         read_s = remaining(self.timeout_s)  # within the retrying call's deadline
+        if self.origin_headers is not None and redirect:
+            for _hop in range(5):
+                resp = self.request(method, url, headers=headers, preload_content=preload_content, redirect=False)
+                location = resp.headers.get("Location")
+                if resp.status not in (301, 302, 303, 307, 308) or not location:
+                    return resp
+                resp.drain_conn()
+                resp.release_conn()
+                url = urljoin(url, location)
+            return self.request(method, url, headers=headers, preload_content=preload_content, redirect=False)
         try:
             return self._pool.request(
                 method,
                 url,
-                headers={**_credentials(urlsplit(url)), **self._headers, **(headers or {})},
+                headers={**self.headers_for(urlsplit(url)), **(headers or {})},
                 preload_content=preload_content,
-                redirect=True,
+                redirect=redirect,
                 timeout=urllib3.Timeout(connect=min(read_s, 10.0), read=read_s),
             )
         except Urllib3HTTPError as exc:
@@ -304,7 +331,7 @@ class HttpRangeClient:
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
-        headers = {**_credentials(parts), **self._headers, "Range": f"bytes={offset}-{end - 1}"}
+        headers = {**self.headers_for(parts), "Range": f"bytes={offset}-{end - 1}"}
         if expect is not None and expect.etag is not None:
             headers["If-Match"] = expect.etag  # the server itself refuses another object (412)
         conn = self._conns.acquire(key)
