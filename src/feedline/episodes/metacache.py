@@ -30,6 +30,7 @@ import mmap
 import os
 import zipfile
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,21 @@ def cached_footer(store: Store, path: str, refresh: bool = False) -> DataFooter:
             return loaded
         footer = read_data_footer(store, path)
         _store(entry, footer)
-    return _load(entry) or footer
+    return _mapped(entry, footer)
+
+
+def _mapped(entry: Path, footer: DataFooter) -> DataFooter:
+    """``footer`` as the entry just written holds it: its bytes mapped from the entry (shared
+    pages, not a copy per process), its arrays the ones in hand (not loaded back: parsing the
+    ``.npz`` headers again was a tenth of a cold open's footer reads)."""
+    raw_path = entry.with_suffix(".thrift")
+    try:
+        raw = _map(raw_path)
+    except OSError:
+        return footer
+    cached = CachedFooter(**{f.name: getattr(footer, f.name) for f in fields(DataFooter) if f.name != "raw"}, raw=raw)
+    object.__setattr__(cached, "cached_at", str(raw_path))
+    return cached
 
 
 def _store(entry: Path, footer: DataFooter) -> None:

@@ -70,14 +70,7 @@ _DIGEST_TAG = b"feedline-directory-sha256:"
 #: is a KeyError). Nothing wider: a TypeError or AttributeError from feedline's own code is a bug
 #: and surfaces as one instead of as a damaged sidecar; a malformed ``meta.json`` (JSON of the
 #: wrong shape) is turned into a ValueError where it is read (:func:`~feedline.episodes.video.entries.video_entries`).
-_ARCHIVE_FAULTS = (
-    OSError,
-    EOFError,
-    ValueError,
-    KeyError,
-    zipfile.BadZipFile,
-    zlib.error,
-)
+_ARCHIVE_FAULTS = (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error)
 
 
 class Sidecar:
@@ -153,15 +146,9 @@ class Sidecar:
                 f"{self.path}: damaged MP4 sidecar, entry {path} ({_line(exc)})"
             ) from None
         return SampleTable(
-            info=entry.info,
-            offset=cols["offset"],
-            size=cols["size"],
-            dts=cols["dts"],
-            ctts=cols["ctts"],
-            pts_ticks=cols["pts_ticks"],
-            pts=cols["pts"],
-            sync=cols["sync"].astype(bool),
-            presented=cols["presented"].astype(bool),
+            info=entry.info, offset=cols["offset"], size=cols["size"], dts=cols["dts"],
+            ctts=cols["ctts"], pts_ticks=cols["pts_ticks"], pts=cols["pts"],
+            sync=cols["sync"].astype(bool), presented=cols["presented"].astype(bool),
             origin=(entry.size, entry.fingerprint),
         )
 
@@ -287,16 +274,17 @@ def parse_video(store: Store, path: str, info: ObjectInfo) -> SampleTable:
     return read_table(lambda s, e: store.read_range(path, s, e), info.size, store.url(path))
 
 
-def _write_npy(zf: zipfile.ZipFile, name: str, array: np.ndarray, digest: Any) -> None:
+def _write_npy(zf: zipfile.ZipFile, name: str, array: np.ndarray, digest: Any, compress: bool) -> None:
     buf = io.BytesIO()
     np.lib.format.write_array(buf, np.ascontiguousarray(array), allow_pickle=False)
     data = buf.getvalue()
     digest.update(name.encode() + b"\0" + data)
     member = zipfile.ZipInfo(name + ".npy", _ZIP_TIME)
-    member.compress_type = zipfile.ZIP_DEFLATED
-    # Level 1: sample tables (offsets, sizes, ticks) deflate to within a few % of level 6's
-    # size, 3-7x faster; at 100,000 episodes level 6 was most of a cold open's sidecar build.
-    zf.writestr(member, data, compresslevel=1)
+    # Level 1 when compressed (a published archive travels): within a few % of level 6's size,
+    # 3-7x faster. A node's own cache is stored: deflating its int64 members was ~7 s of a
+    # 1,000,000-episode cold open, for a file read only locally (~8x larger, same content id).
+    member.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    zf.writestr(member, data, compresslevel=1 if compress else None)
 
 
 def _video_json(path: str, key: str, info: ObjectInfo | VideoEntry, table: SampleTable) -> dict[str, Any]:
@@ -324,9 +312,11 @@ def write_sidecar(
     progress: Callable[[str], None] | None = None,
     parse: Callable[[Store, str, ObjectInfo], SampleTable] = parse_video,
     on_table: Callable[[str, SampleTable, str | None], None] | None = None,
+    compress: bool = True,
 ) -> Sidecar:
     """Build the archive for ``current`` into ``target`` (atomically) and load it; ``on_table``
-    sees each ``(path, table, fingerprint)`` as it is written (so no one reads the archive back).
+    sees each ``(path, table, fingerprint)`` as it is written (so no one reads the archive back);
+    ``compress=False`` stores the members (a local cache: same content id, no deflate).
 
     Entries of ``reuse`` that are still valid are copied (and, with ``keep_others``, its
     entries of videos not in ``current``); the rest are parsed with ``workers`` threads. At most ``max_held`` parse results (default ``2 * workers``) are held at once: each
@@ -349,8 +339,9 @@ def write_sidecar(
         def add(path: str, table: SampleTable, info: ObjectInfo | VideoEntry) -> None:
             key = f"s{len(videos)}"
             for column in INT_COLUMNS:
-                _write_npy(zf, f"{key}/{column}", np.asarray(getattr(table, column), dtype=np.int64), digest)
-            _write_npy(zf, f"{key}/pts", np.asarray(table.pts, dtype=np.float64), digest)
+                values = np.asarray(getattr(table, column), dtype=np.int64)
+                _write_npy(zf, f"{key}/{column}", values, digest, compress)
+            _write_npy(zf, f"{key}/pts", np.asarray(table.pts, dtype=np.float64), digest, compress)
             videos.append(_video_json(path, key, info, table))
             if on_table is not None:
                 on_table(path, table, info.fingerprint)
@@ -576,6 +567,7 @@ def ensure_sidecar(
                 built = write_sidecar(
                     target, store, current, revision=revision, reuse=base,
                     keep_others=sibling is None, workers=workers, parse=parse, on_table=on_table,
+                    compress=False,
                 )
             finally:
                 if cached is not None:
