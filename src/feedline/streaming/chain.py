@@ -28,8 +28,13 @@ def _summed(first: Any, then: Any) -> Any:
 
 
 class PipelineChain:
-    """Iterates ``first`` (may be ``None``: nothing of its own left), then the pipeline ``then()``
-    builds; :attr:`counters` add up over both, so the worker board sees one stream."""
+    """Iterates ``first``, then the pipeline ``then()`` builds; :attr:`counters` add up over
+    both, so the worker board sees one stream.
+
+    Args:
+        first: the worker's own anchors (``None``: a resume left none of them to serve).
+        then: builds the repeats' pipeline, called once ``first`` has served everything.
+    """
 
     def __init__(self, first: UnitPipeline | None, then: Callable[[], UnitPipeline]) -> None:
         self._first = first
