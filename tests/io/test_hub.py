@@ -192,3 +192,25 @@ def test_unknown_storage_options_are_one_line() -> None:
 
     with pytest.raises(StoreError, match=r"unknown Hub storage options \['anon'\]"):
         open_store("hf://datasets/o/n", anon=True)
+
+
+def test_a_download_resumes_from_an_offset_and_a_write_is_a_commit(hub: HubServer, tmp_path: Path) -> None:
+    """``open_from`` (what ``feedline download`` reads with) from the file's location, and
+    ``write_bytes`` as one commit on the store's branch."""
+    first = hub.add_dataset("feedline/stream", _folder(tmp_path))
+    store = open_store("hf://datasets/feedline/stream", token="hf_writer")
+    seen = store.validator("data/file-000.parquet")
+    assert seen.size == len(BIG) and seen.strong_etag
+    body = store.open_from("data/file-000.parquet", 250_000, seen)
+    assert (body.start, body.total, body.why_restart) == (250_000, len(BIG), "")
+    view = memoryview(bytearray(len(BIG)))
+    got = 0
+    while n := body.readinto(view[got:]):
+        got += n
+    body.close()
+    assert bytes(view[:got]) == BIG[250_000:]
+    assert all(a is None for _m, _p, _r, a in hub.hub_requests("cdn"))
+    store.write_bytes("meta/added.json", b"{}")
+    assert hub.sha("feedline/stream") != first
+    assert open_store("hf://datasets/feedline/stream").read_bytes("meta/added.json") == b"{}"
+    assert any(a == "Bearer hf_writer" for _m, p, _r, a in hub.hub_requests() if "/commit/" in p)
