@@ -19,9 +19,10 @@ import pytest
 import torch
 
 from feedline.episodes import EpisodeDataset, StreamingEpisodeDataset
+from feedline.episodes.mixture.sources import Mixture, Source
 from feedline.episodes.synth.writer import write_synthetic_dataset
 from feedline.errors import FeedlineError
-from feedline.text import TokenDataset
+from feedline.text import TokenDataset, TokenSource
 from tests.cli import run_feedline
 from tests.episodes.conftest import H264_LAYOUT
 from tests.text.helpers import train_tokenizer, write_corpus
@@ -147,7 +148,7 @@ def test_episode_commands(served, tmp_path, tmp_path_factory, home) -> None:
     out += _run("plan", root, "--json", "--no-calibration", env=home)
     header = json.dumps({"headers": {"Authorization": f"Bearer {TOKEN}"}})  # a store option's secret
     out += _run("plan", root, "--no-calibration", "--measure", "1", "--report", str(tmp_path / "report"),
-                f"--dataset.storage_options={header}", env=home)
+                "--trace", str(tmp_path / "trace.json"), f"--dataset.storage_options={header}", env=home)
     out += _run("plan", root, "--no-calibration", "--json", f"--dataset.storage_options={header}", env=home)
     out += _run("plan", f"--dataset.mixture={mixture}", "--no-calibration", "--json", env=home)
     out += _run("plan", served["missing"], "--no-calibration", env=home, ok=False)
@@ -175,6 +176,8 @@ def test_episode_readers(served, caplog) -> None:
                                              {"root": root, "episodes": [0, 1]}], seed=0)
     assert sum(1 for _ in mixed.track(torch.utils.data.DataLoader(mixed, batch_size=4))) > 0
     texts.append(_shown(mixed))
+    texts.append(repr(Source(root=root, storage_options={"key": "AKIA", "secret": PASSWORD})))
+    texts.append(repr(Mixture.of([root])))
     for bad in (lambda: StreamingEpisodeDataset(root=served["missing"]),
                 lambda: EpisodeDataset(root=served["missing"]),
                 lambda: StreamingEpisodeDataset(sources=[served["missing"]])):
@@ -196,6 +199,7 @@ def test_token_readers(served, caplog) -> None:
                           {"root": served["tokens"] + "/", "repeat": 1.0}], seq_len=16, seed=0)
     assert sum(1 for _ in mixed.track(torch.utils.data.DataLoader(mixed, batch_size=8))) > 0
     texts.append(_shown(mixed))
+    texts.append(repr(TokenSource(served["tokens"], storage_options={"secret": PASSWORD})))
     with pytest.raises(FeedlineError) as info:
         TokenDataset(served["missing"], seq_len=16)
     texts.append(str(info.value))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 #: ``scheme://user:password@`` or ``scheme://token@``: the userinfo goes.
@@ -41,6 +43,39 @@ def redact_text(text: str) -> str:
     if "=" in text:
         text = _SECRET_PARAM.sub(rf"\g<1>{MASK}", text)
     return text
+
+
+#: A mapping key whose value is a credential (s3fs' ``key``/``secret``, a Hub ``token``, an
+#: ``Authorization`` header ...).
+_SECRET_KEY = re.compile(r"(?i)token|secret|passw|pwd|signature|key|auth|credential|session|cookie|bearer")
+
+
+def redact_mapping(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` (storage options, headers) as they may be shown: the value of every
+    secret-looking key masked, nested mappings alike, other text through :func:`redact_text`."""
+    shown: dict[str, Any] = {}
+    for key, value in options.items():
+        if isinstance(value, Mapping):
+            shown[key] = redact_mapping(value)
+        elif _SECRET_KEY.search(str(key)):
+            shown[key] = MASK
+        else:
+            shown[key] = redact_text(value) if isinstance(value, str) else value
+    return shown
+
+
+def redacted_repr(obj: Any, options: tuple[str, ...] = ("storage_options",)) -> str:
+    """A dataclass's repr with its text fields redacted and its ``options`` fields through
+    :func:`redact_mapping`: the repr of a source naming a credentialed root or store options."""
+    parts = []
+    for name in obj.__dataclass_fields__:
+        value = getattr(obj, name)
+        if name in options and isinstance(value, Mapping):
+            value = redact_mapping(value)
+        elif isinstance(value, str):
+            value = redact_text(value)
+        parts.append(f"{name}={value!r}")
+    return f"{type(obj).__name__}({', '.join(parts)})"
 
 
 class RedactingFilter(logging.Filter):

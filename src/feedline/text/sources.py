@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from feedline.io.redact import redacted_repr
 from feedline.streaming.errors import MixtureError
 from feedline.streaming.schedule.mixture import Quota
 from feedline.text.errors import TextError
@@ -46,6 +47,9 @@ class TokenSource:
     def __post_init__(self) -> None:
         for key in ("weight", "repeat", "choose"):  # numpy numbers: checked and quoted as Python's
             object.__setattr__(self, key, plain(getattr(self, key)))
+
+    def __repr__(self) -> str:  # roots and store options may hold credentials
+        return redacted_repr(self)
 
     @property
     def quota(self) -> Quota:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from feedline.episodes.errors import MixtureError
-from feedline.io.redact import redact_text
+from feedline.io.redact import redact_text, redacted_repr
 from feedline.streaming.schedule.mixture import Quota
 from feedline.validate import plain, shown
 
@@ -100,6 +100,9 @@ class Source:
         """How messages and the checkpoint's description name the source: its root (without
         user:password or query tokens) or repo id."""
         return redact_text(str(self.root if self.root is not None else self.repo_id))
+
+    def __repr__(self) -> str:  # roots and store options may hold credentials
+        return redacted_repr(self)
 
     @property
     def quota(self) -> Quota:
