@@ -73,7 +73,20 @@ def rgb_array(frame: av.VideoFrame) -> np.ndarray:
     converter = getattr(_CONVERTERS, "converter", None)
     if converter is None:
         converter = _CONVERTERS.converter = VideoReformatter()
-    return converter.reformat(frame, format="rgb24", threads=1).to_ndarray()
+    if _THREADS_KEYWORD:
+        try:
+            return converter.reformat(frame, format="rgb24", threads=1).to_ndarray()
+        except TypeError:  # a PyAV before ``threads=`` (LeRobot 0.6.1 pins one): its default scaler
+            _no_threads_keyword()
+    return converter.reformat(frame, format="rgb24").to_ndarray()
+
+
+_THREADS_KEYWORD = True
+
+
+def _no_threads_keyword() -> None:
+    global _THREADS_KEYWORD
+    _THREADS_KEYWORD = False
 
 # Decoded frames hold FFmpeg buffers whose release can block forever in a forked child (the
 # decoder threads they belong to do not exist there; seen with libdav1d in DataLoader workers
