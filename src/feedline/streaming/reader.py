@@ -253,8 +253,8 @@ class StreamingReader(TrackedReader):
         source = part if part < len(plan) else 0
         order = plan[source]  # an int64 array: no Python object per unit on a worker's start
         slot = replace(self.slot, num_workers=num_workers, worker_id=worker_id)
-        checked = self._worker_budget(order, num_workers)  # a unit too large: before any fetch
-        self._check_worker(num_workers)
+        self._worker_budget(num_workers).check_size_arrays(order, self._unit_sizes(order))
+        self._check_worker(num_workers)  # both before any fetch
         pool = self.pool_maker(
             order, epoch=position.epoch, rank=self.data_rank, part=source,
             num_workers=num_workers, remainder=due, **self._pool_options(),
@@ -262,8 +262,7 @@ class StreamingReader(TrackedReader):
         resident = pool.resident_limit + int(self.settings.value("prefetch"))
 
         def pipeline(units: np.ndarray, anchors: np.ndarray) -> UnitPipeline:
-            nonlocal checked
-            budget, checked = checked or self._worker_budget(order, num_workers), None
+            budget = self._worker_budget(num_workers)  # a pipeline closes its own at its end
             budget.max_episodes = max(budget.max_episodes, resident)
             return self.make_pipeline(units, anchors, fetch_order(units), budget, slot)
 
@@ -278,22 +277,21 @@ class StreamingReader(TrackedReader):
         first = pipeline(units[offset:], anchors[offset:]) if offset < own else None
         return PipelineChain(first, lambda: pipeline(repeats[0][after:], repeats[1][after:]))
 
-    def _worker_budget(self, order: np.ndarray, num_workers: int) -> ByteBudget:
-        """A worker's share of the byte budget, every unit of ``order`` checked to fit in it
-        (a pipeline closes its budget, so the repeats of a padded worker get a second one)."""
+    def _worker_budget(self, num_workers: int) -> ByteBudget:
+        """A worker's share of the byte budget (a pipeline closes its budget, so the repeats of
+        a padded worker get a second one)."""
         settings = self.settings
-        prefetch = int(settings.value("prefetch"))
-        budget = ByteBudget.for_worker(
+        return ByteBudget.for_worker(
             byte_budget_gb=settings.value("byte_budget_gb"),
-            pool_size=settings.value("pool_size"), prefetch=prefetch,
+            pool_size=settings.value("pool_size"), prefetch=int(settings.value("prefetch")),
             num_workers=num_workers, kind=self.UNIT_KIND,
         )
+
+    def _unit_sizes(self, order: np.ndarray) -> np.ndarray:
+        """Payload bytes of every unit of ``order``, parallel to it."""
         maker = self.pool_maker
         sizes = (
             maker.values_of("episode_bytes", order) if maker.episode_bytes is self.unit_bytes
             else self.unit_bytes
         )
-        if isinstance(sizes, Mapping):
-            sizes = aligned(order, sizes, "unit_bytes")
-        budget.check_size_arrays(order, sizes)
-        return budget
+        return aligned(order, sizes, "unit_bytes") if isinstance(sizes, Mapping) else sizes

@@ -246,17 +246,11 @@ class TokenCorpus:
                 index = name[: -len(TOKENS_SUFFIX)] + INDEX_SUFFIX
                 self.store.check_pin(index, self.pins[index])
                 self._index_checked.add(file)
-            parts = self.store.read_ranges_pinned(name, [(a * tb, b * tb) for a, b in ranges], self.pins[name])
         except ObjectChangedError as exc:
-            raise TokenFileChangedError(
-                f"{redact_text(exc.url)}: changed since the dataset was opened ({exc.what}); "
-                "reopen the dataset to read the new files") from None
+            raise self._changed(exc) from None
         except StoreError as exc:
             raise TokenFileError(f"{self.where(name)}: {exc}") from None
-        data = parts[0] if len(parts) == 1 else b"".join(parts)
-        want = sum(b - a for a, b in ranges) * tb
-        if len(data) != want:
-            raise TokenFileError(f"{self.where(name)}: short read ({len(data)} of {want} bytes)")
+        data = self._read_pinned(name, [(a * tb, b * tb) for a, b in ranges])
         tokens = np.frombuffer(data, dtype=self.dtype)
         if self.vocab_size is not None and tokens.size and int(tokens.max()) >= self.vocab_size:
             at = int(np.flatnonzero(tokens >= self.vocab_size)[0])
@@ -284,19 +278,28 @@ class TokenCorpus:
         name = self.loss_names[file]
         if name is None:
             return None
+        return np.frombuffer(self._read_pinned(name, list(ranges)), dtype=np.uint8) != 0
+
+    @staticmethod
+    def _changed(exc: ObjectChangedError) -> TokenFileChangedError:
+        return TokenFileChangedError(
+            f"{redact_text(exc.url)}: changed since the dataset was opened ({exc.what}); "
+            "reopen the dataset to read the new files")
+
+    def _read_pinned(self, name: str, byte_ranges: list[tuple[int, int]]) -> bytes:
+        """The bytes of ``byte_ranges`` of ``name``, back to back, read against its pin: a
+        changed file or a short read is a one-line error naming it."""
         try:
-            parts = self.store.read_ranges_pinned(name, list(ranges), self.pins[name])
+            parts = self.store.read_ranges_pinned(name, byte_ranges, self.pins[name])
         except ObjectChangedError as exc:
-            raise TokenFileChangedError(
-                f"{redact_text(exc.url)}: changed since the dataset was opened ({exc.what}); "
-                "reopen the dataset to read the new files") from None
+            raise self._changed(exc) from None
         except StoreError as exc:
             raise TokenFileError(f"{self.where(name)}: {exc}") from None
         data = parts[0] if len(parts) == 1 else b"".join(parts)
-        want = sum(b - a for a, b in ranges)
+        want = sum(b - a for a, b in byte_ranges)
         if len(data) != want:
             raise TokenFileError(f"{self.where(name)}: short read ({len(data)} of {want} bytes)")
-        return np.frombuffer(data, dtype=np.uint8) != 0
+        return data
 
     def identity(self) -> str:
         """Digest of the files' names, token counts and document counts."""
